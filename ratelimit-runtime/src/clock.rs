@@ -1,0 +1,57 @@
+//! Wall-clock time as the stores count it: integer microseconds since the Unix epoch.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::{Rate, RateLimitError};
+
+/// The latest time a check accepts: a score plus the longest period must stay below 2^53, the
+/// largest integer a Redis score (a `f64`) holds exactly. About the year 2155.
+pub(crate) const MAX_TIME_US: u64 = (1 << 53) - Rate::MAX_PERIOD.as_micros() as u64;
+
+/// `at` as microseconds since the Unix epoch, truncated.
+///
+/// # Errors
+///
+/// [`RateLimitError::InvalidInput`] for a time before 1970 or after [`MAX_TIME_US`].
+pub(crate) fn micros_since_epoch(at: SystemTime) -> Result<u64, RateLimitError> {
+    let since = at
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| RateLimitError::InvalidInput("time is before the Unix epoch".into()))?;
+    match u64::try_from(since.as_micros()) {
+        Ok(us) if us <= MAX_TIME_US => Ok(us),
+        _ => Err(RateLimitError::InvalidInput(
+            "time is after the year 2155, beyond what a Redis score holds exactly".into(),
+        )),
+    }
+}
+
+/// The wall clock now, in microseconds since the Unix epoch (0 if the clock reads before 1970).
+pub(crate) fn now_us() -> u64 {
+    micros_since_epoch(SystemTime::now()).unwrap_or_else(|_| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros().min(u128::from(MAX_TIME_US)) as u64)
+    })
+}
+
+/// `us` microseconds after the epoch, as a `SystemTime`.
+#[cfg(test)]
+pub(crate) fn at_micros(us: u64) -> SystemTime {
+    UNIX_EPOCH + std::time::Duration::from_micros(us)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn converts_and_bounds_times() {
+        assert_eq!(micros_since_epoch(at_micros(1_234_567)).unwrap(), 1_234_567);
+        assert!(micros_since_epoch(UNIX_EPOCH - Duration::from_secs(1)).is_err());
+        assert!(micros_since_epoch(at_micros(MAX_TIME_US)).is_ok());
+        assert!(micros_since_epoch(at_micros(MAX_TIME_US + 1)).is_err());
+        assert!(now_us() > 1_700_000_000_000_000);
+    }
+}

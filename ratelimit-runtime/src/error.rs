@@ -1,0 +1,171 @@
+//! [`RateLimitError`]: a denial kept apart from a store failure and from invalid input.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+use crate::Decision;
+
+/// Everything a check can answer with other than an admission.
+///
+/// The generated code of `#[rate_limit]` returns it (through `From`) when a call is denied, so
+/// its [`Display`](fmt::Display) names the scope and the retry-after but never the key: keys may
+/// hold user identifiers, and errors get logged. [`Denied::key`] gives the key to code that
+/// needs it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RateLimitError {
+    /// The call was denied: the key already had `threshold` admissions in the window.
+    #[error(transparent)]
+    Denied(Box<Denied>),
+    /// The store could not answer (Redis down, slow, misconfigured) and the limiter's
+    /// [`FailurePolicy`](crate::FailurePolicy) is `Closed`.
+    #[error(transparent)]
+    Unavailable(#[from] StoreError),
+    /// The input cannot be checked: a rate out of range, or a time before the Unix epoch.
+    #[error("invalid rate limit input: {0}")]
+    InvalidInput(Cow<'static, str>),
+    /// The limiter's configuration is unusable, for example a malformed Redis URL.
+    #[error("invalid rate limiter configuration: {0}")]
+    InvalidConfig(Cow<'static, str>),
+}
+
+impl RateLimitError {
+    /// The denial's details when this error is [`RateLimitError::Denied`].
+    #[must_use]
+    pub fn as_denied(&self) -> Option<&Denied> {
+        match self {
+            RateLimitError::Denied(denied) => Some(denied),
+            _ => None,
+        }
+    }
+
+    /// `true` when the call was denied by the rate limit (not by a failure).
+    #[must_use]
+    pub fn is_denied(&self) -> bool {
+        matches!(self, RateLimitError::Denied(_))
+    }
+
+    /// How long to wait before retrying: the denial's retry-after, `None` for other errors.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.as_denied().and_then(|denied| denied.decision.retry_after)
+    }
+}
+
+/// A denied call: which scope and key, and the [`Decision`] that denied it.
+pub struct Denied {
+    scope: Cow<'static, str>,
+    key: Option<String>,
+    decision: Decision,
+}
+
+impl Denied {
+    /// A denial of `key` (if the limit is per key) in `scope`.
+    #[must_use]
+    pub fn new(scope: impl Into<Cow<'static, str>>, key: Option<String>, decision: Decision) -> Self {
+        Denied {
+            scope: scope.into(),
+            key,
+            decision,
+        }
+    }
+
+    /// The scope: the limited function's path or the attribute's `name`.
+    #[must_use]
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// The key's text within the scope, when the limit is per key. It may hold a user
+    /// identifier: log it at debug level at most.
+    #[must_use]
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    /// The decision that denied the call (`allowed == false`, `retry_after` set).
+    #[must_use]
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let wait = self.decision.retry_after.unwrap_or_default();
+        write!(
+            f,
+            "rate limit exceeded for `{}`: retry after {}.{:03}s",
+            self.scope,
+            wait.as_secs(),
+            wait.subsec_millis()
+        )
+    }
+}
+
+/// Leaves the key out: `Debug` output gets logged as readily as `Display`.
+impl fmt::Debug for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Denied")
+            .field("scope", &self.scope)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("decision", &self.decision)
+            .finish()
+    }
+}
+
+impl std::error::Error for Denied {}
+
+/// Why a store could not answer a check. It never holds a key or a credential.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The check did not finish within the limiter's timeout (connection attempts included).
+    /// The call may or may not have been recorded; it is not resent.
+    #[error("rate limit store did not answer within {0:?}")]
+    Timeout(Duration),
+    /// Redis answered with an error, or the connection failed.
+    #[error("rate limit store failed: {0}")]
+    Redis(#[source] redis::RedisError),
+    /// Redis answered something the script never returns.
+    #[error("rate limit store sent an unexpected reply: {0}")]
+    Protocol(Cow<'static, str>),
+    /// The store was configured with an unusable setting (for example a malformed URL in
+    /// `RATELIMIT_REDIS_URL`), so every check fails until the process is reconfigured.
+    #[error("rate limit store is misconfigured: {0}")]
+    Misconfigured(Cow<'static, str>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denial() -> RateLimitError {
+        let decision = Decision::denied(2, Duration::from_millis(1234), Duration::from_secs(3));
+        RateLimitError::Denied(Box::new(Denied::new(
+            "app::say_hi",
+            Some("user-42".to_owned()),
+            decision,
+        )))
+    }
+
+    #[test]
+    fn display_names_the_scope_never_the_key() {
+        let err = denial();
+        assert_eq!(
+            err.to_string(),
+            "rate limit exceeded for `app::say_hi`: retry after 1.234s"
+        );
+        assert!(!format!("{err:?}").contains("user-42"));
+        assert_eq!(err.as_denied().unwrap().key(), Some("user-42"));
+        assert_eq!(err.retry_after(), Some(Duration::from_millis(1234)));
+    }
+
+    #[test]
+    fn error_is_send_sync_static() {
+        fn check<E: std::error::Error + Send + Sync + 'static>() {}
+        check::<RateLimitError>();
+        assert!(std::mem::size_of::<RateLimitError>() <= 32);
+    }
+}

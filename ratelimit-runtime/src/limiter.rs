@@ -1,0 +1,307 @@
+//! [`Limiter`]: checks keys against a sliding window log, in Redis or in process.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crate::clock;
+use crate::error::StoreError;
+use crate::store::memory::MemoryStore;
+use crate::store::redis::RedisStore;
+use crate::{Decision, FailurePolicy, Rate, RateLimitError};
+
+/// The key prefix when none is set: Redis keys are `ratelimit:<key>`.
+pub const DEFAULT_KEY_PREFIX: &str = "ratelimit:";
+/// How long a Redis check may take, connecting included, when no timeout is set: 250 ms.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Checks calls against a [`Rate`] with an exact sliding window log, and records admissions.
+///
+/// # Semantics
+///
+/// A call of key `k` at time `now` is admitted iff fewer than `threshold` admitted calls of `k`
+/// happened in the half-open window `(now - period, now]`: an admission at `t` stops counting at
+/// exactly `t + period`. Denied calls are not recorded, so a client that keeps retrying is
+/// admitted as soon as the window frees. Every admission is recorded as its own entry, even
+/// many in the same microsecond. Check and record are one atomic step.
+///
+/// This is the sliding window log algorithm (named so in Figma's "An alternative approach to
+/// rate limiting", 2017; kept in Redis sorted sets as in the Java `@RateLimit` articles this
+/// crate ports, without their bugs): exact, at a memory cost of one entry per admission in the
+/// window.
+///
+/// # Stores
+///
+/// - In process ([`Limiter::memory`]): sharded maps guarded by mutexes, safe under concurrent
+///   callers and usable without a runtime; keys idle for a period are dropped.
+/// - Redis ([`LimiterBuilder::redis_url`]): one sorted set per key named
+///   `<prefix><key>`, scores in integer microseconds since the Unix epoch, checked by one Lua
+///   script (evict, count, then admit and record, or deny). The clock is the Redis server's
+///   `TIME`, one clock for every application server, unless [`check_at`](Limiter::check_at)
+///   passes one. Each admission sets `PEXPIRE` so an idle key vanishes once its newest
+///   admission leaves the window. The connection is made on first use, inside a check, and
+///   every check (connecting included) is bounded by the timeout (default 250 ms); a check
+///   that timed out is never resent, since Redis may have recorded it.
+///
+/// When the store cannot answer, the [`FailurePolicy`] decides (default: `Local`).
+///
+/// A `Limiter` is cheap to clone (one `Arc`); clones share their store.
+#[derive(Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    policy: FailurePolicy,
+    /// The in-process store that `FailurePolicy::Local` falls back on.
+    fallback: MemoryStore,
+    /// Set while the store is failing, so an outage is logged once, not once per call.
+    degraded: AtomicBool,
+}
+
+#[allow(clippy::large_enum_variant)] // one per limiter, behind its `Arc`
+enum Store {
+    Memory(MemoryStore),
+    Redis(RedisStore),
+    /// A store that could not be built (from the environment); every check fails with this.
+    Misconfigured(Cow<'static, str>),
+}
+
+impl Limiter {
+    /// An in-process limiter: the embedded default, for tests, examples and single-instance
+    /// services. Limits are per process.
+    #[must_use]
+    pub fn memory() -> Limiter {
+        Limiter::from_store(Store::Memory(MemoryStore::new()), FailurePolicy::default())
+    }
+
+    /// A builder, for a Redis limiter or to set the failure policy, prefix and timeout.
+    #[must_use]
+    pub fn builder() -> LimiterBuilder {
+        LimiterBuilder::default()
+    }
+
+    fn from_store(store: Store, policy: FailurePolicy) -> Limiter {
+        Limiter {
+            inner: Arc::new(Inner {
+                store,
+                policy,
+                fallback: MemoryStore::new(),
+                degraded: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// A limiter whose every check fails with `reason` and is answered by `policy`: what the
+    /// process-wide default becomes when its environment holds a malformed URL.
+    pub(crate) fn misconfigured(reason: Cow<'static, str>, policy: FailurePolicy) -> Limiter {
+        Limiter::from_store(Store::Misconfigured(reason), policy)
+    }
+
+    /// The policy applied when the store cannot answer.
+    #[must_use]
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.inner.policy
+    }
+
+    /// Checks `key` against `rate` now, and records the call if it is admitted.
+    ///
+    /// `key` is any text (user identifiers included; it is never logged above debug level);
+    /// in Redis it becomes `<prefix><key>`. Now is the Redis server's `TIME` for a Redis
+    /// limiter, the local wall clock otherwise.
+    ///
+    /// # Errors
+    ///
+    /// A denial is `Ok` with `allowed == false`. `Err` only when the store failed and the
+    /// policy is [`FailurePolicy::Closed`]: [`RateLimitError::Unavailable`].
+    pub async fn check(&self, key: &str, rate: Rate) -> Result<Decision, RateLimitError> {
+        self.check_us(key, rate, None).await
+    }
+
+    /// Checks `key` against `rate` at the time `at`, and records the call if it is admitted.
+    ///
+    /// For tests and for callers that keep their own clock. Do not mix `check_at` and
+    /// [`check`](Limiter::check) on one key of a Redis limiter: `check` reads the Redis
+    /// server's clock, which may differ from the one `at` comes from.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidInput`] when `at` is before 1970 or after the year 2155;
+    /// otherwise as [`check`](Limiter::check).
+    pub async fn check_at(
+        &self,
+        key: &str,
+        rate: Rate,
+        at: SystemTime,
+    ) -> Result<Decision, RateLimitError> {
+        let now = clock::micros_since_epoch(at)?;
+        self.check_us(key, rate, Some(now)).await
+    }
+
+    async fn check_us(
+        &self,
+        key: &str,
+        rate: Rate,
+        now_us: Option<u64>,
+    ) -> Result<Decision, RateLimitError> {
+        let outcome = match &self.inner.store {
+            Store::Memory(store) => {
+                return Ok(store.check(key, rate, now_us.unwrap_or_else(clock::now_us)));
+            }
+            Store::Redis(store) => store.check(key, rate, now_us).await,
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        };
+        match outcome {
+            Ok(decision) => {
+                if self.inner.degraded.load(Ordering::Relaxed)
+                    && self.inner.degraded.swap(false, Ordering::Relaxed)
+                {
+                    tracing::info!("rate limit store answers again; back from the failure policy");
+                }
+                Ok(decision)
+            }
+            Err(error) => self.answer_by_policy(key, rate, now_us, error),
+        }
+    }
+
+    fn answer_by_policy(
+        &self,
+        key: &str,
+        rate: Rate,
+        now_us: Option<u64>,
+        error: StoreError,
+    ) -> Result<Decision, RateLimitError> {
+        let policy = self.inner.policy;
+        if !self.inner.degraded.swap(true, Ordering::Relaxed) {
+            tracing::warn!(%error, ?policy, "rate limit store unavailable; answering by the failure policy");
+        }
+        tracing::debug!(%error, key, ?policy, "check answered by the failure policy");
+        match policy {
+            FailurePolicy::Open => Ok(Decision::admitted(
+                rate.threshold(),
+                rate.threshold() - 1,
+                rate.period(),
+            )),
+            FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
+            FailurePolicy::Local => Ok(self.inner.fallback.check(
+                key,
+                rate,
+                now_us.unwrap_or_else(clock::now_us),
+            )),
+        }
+    }
+}
+
+impl fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let store = match &self.inner.store {
+            Store::Memory(_) => "memory",
+            Store::Redis(_) => "redis",
+            Store::Misconfigured(_) => "misconfigured",
+        };
+        f.debug_struct("Limiter")
+            .field("store", &store)
+            .field("failure_policy", &self.inner.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`Limiter`]: the store (Redis, or in process when no URL is given), the key
+/// prefix, the failure policy and the timeout.
+#[derive(Clone)]
+pub struct LimiterBuilder {
+    redis_url: Option<String>,
+    key_prefix: String,
+    failure_policy: FailurePolicy,
+    timeout: Duration,
+}
+
+impl Default for LimiterBuilder {
+    fn default() -> Self {
+        LimiterBuilder {
+            redis_url: None,
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            failure_policy: FailurePolicy::default(),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+impl LimiterBuilder {
+    /// Keeps the logs in the Redis server at `url` (`redis://[user:password@]host[:port][/db]`
+    /// or `redis+unix:///path`). Without it the limiter is in process.
+    #[must_use]
+    pub fn redis_url(mut self, url: &str) -> Self {
+        self.redis_url = Some(url.to_owned());
+        self
+    }
+
+    /// Prepended to every key in Redis (default `"ratelimit:"`); use one per application or
+    /// environment sharing a Redis.
+    #[must_use]
+    pub fn key_prefix(mut self, prefix: &str) -> Self {
+        prefix.clone_into(&mut self.key_prefix);
+        self
+    }
+
+    /// What a check answers when the store cannot (default [`FailurePolicy::Local`]).
+    #[must_use]
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.failure_policy = policy;
+        self
+    }
+
+    /// The longest a Redis check may take, connecting included (default 250 ms); past it the
+    /// failure policy answers.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Builds the limiter. It connects lazily, on the first check, so a Redis that is down
+    /// now does not make this fail.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidConfig`] for a malformed or unsupported Redis URL, or a zero
+    /// timeout.
+    #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
+    pub async fn build(self) -> Result<Limiter, RateLimitError> {
+        self.build_now()
+    }
+
+    /// [`build`](LimiterBuilder::build) without a runtime, for the process-wide default.
+    pub(crate) fn build_now(self) -> Result<Limiter, RateLimitError> {
+        if self.timeout.is_zero() {
+            return Err(RateLimitError::InvalidConfig(
+                "the timeout must be longer than zero".into(),
+            ));
+        }
+        let store = match &self.redis_url {
+            None => Store::Memory(MemoryStore::new()),
+            Some(url) => Store::Redis(
+                RedisStore::new(url, &self.key_prefix, self.timeout).map_err(|error| {
+                    // redis-rs does not echo the URL (or its password) in this error.
+                    RateLimitError::InvalidConfig(format!("Redis URL: {error}").into())
+                })?,
+            ),
+        };
+        Ok(Limiter::from_store(store, self.failure_policy))
+    }
+}
+
+/// Leaves the URL out: it may carry a password.
+impl fmt::Debug for LimiterBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LimiterBuilder")
+            .field("redis_url", &self.redis_url.as_ref().map(|_| "<redacted>"))
+            .field("key_prefix", &self.key_prefix)
+            .field("failure_policy", &self.failure_policy)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}

@@ -1,0 +1,192 @@
+//! The in-process store: a sliding window log per key in sharded, mutex-guarded maps.
+//!
+//! Same semantics as the Redis store (see [`crate::Limiter`]); needs no runtime, so it also
+//! serves synchronous callers and backs [`FailurePolicy::Local`](crate::FailurePolicy::Local).
+
+use std::collections::hash_map::{HashMap, RandomState};
+use std::collections::VecDeque;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::{Decision, Rate};
+
+/// A sliding window log per key, in memory.
+///
+/// Keys whose every admission has left its window are dropped by an amortised sweep, so memory
+/// stays proportional to the keys active within their period (times their admissions). A shard
+/// sweeps itself once it has seen as many checks as it holds keys (at least 64), and then also
+/// sweeps one other shard in turn, so that shards no check reaches any more are emptied too.
+pub(crate) struct MemoryStore {
+    hasher: RandomState,
+    shards: Box<[Mutex<Shard>]>,
+    /// The next shard swept on behalf of another one.
+    sweep_cursor: AtomicUsize,
+}
+
+#[derive(Default)]
+struct Shard {
+    logs: HashMap<Box<str>, Log>,
+    /// Checks since the last sweep; a sweep runs once this reaches the shard's size, so its
+    /// cost is amortised to O(1) per check.
+    checks_since_sweep: usize,
+}
+
+/// One key's admissions, microseconds since the Unix epoch, sorted ascending.
+struct Log {
+    admissions: VecDeque<u64>,
+    /// When the newest admission leaves its window (µs): the log can be dropped from then on.
+    expires_at: u64,
+}
+
+impl MemoryStore {
+    pub(crate) fn new() -> MemoryStore {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let count = (cores * 4).next_power_of_two().max(8);
+        MemoryStore {
+            hasher: RandomState::new(),
+            shards: (0..count).map(|_| Mutex::default()).collect(),
+            sweep_cursor: AtomicUsize::new(0),
+        }
+    }
+
+    /// Checks `key` against `rate` at `now_us` (microseconds since the Unix epoch) and records
+    /// the call when it is admitted.
+    pub(crate) fn check(&self, key: &str, rate: Rate, now_us: u64) -> Decision {
+        let index = self.hasher.hash_one(key) as usize & (self.shards.len() - 1);
+        let mut shard = self.shards[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let swept = shard.sweep_if_due(now_us);
+        let decision = match shard.logs.get_mut(key) {
+            Some(log) => log.check(rate, now_us),
+            None => {
+                let mut log = Log {
+                    admissions: VecDeque::new(),
+                    expires_at: 0,
+                };
+                let decision = log.check(rate, now_us);
+                shard.logs.insert(key.into(), log);
+                decision
+            }
+        };
+        drop(shard);
+        if swept {
+            self.sweep_another(now_us);
+        }
+        decision
+    }
+
+    /// Sweeps the shard under the cursor, unless another caller holds it right now.
+    fn sweep_another(&self, now_us: u64) {
+        let next = self.sweep_cursor.fetch_add(1, Ordering::Relaxed) & (self.shards.len() - 1);
+        if let Ok(mut shard) = self.shards[next].try_lock() {
+            shard.sweep(now_us);
+        }
+    }
+
+    /// How many keys the store holds (including expired ones not yet swept).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().unwrap_or_else(PoisonError::into_inner).logs.len())
+            .sum()
+    }
+}
+
+impl Shard {
+    /// Sweeps when due; `true` when it did.
+    fn sweep_if_due(&mut self, now_us: u64) -> bool {
+        self.checks_since_sweep += 1;
+        let due = self.checks_since_sweep >= self.logs.len().max(64);
+        if due {
+            self.sweep(now_us);
+        }
+        due
+    }
+
+    /// Drops the logs whose newest admission has left its window.
+    fn sweep(&mut self, now_us: u64) {
+        self.checks_since_sweep = 0;
+        self.logs.retain(|_, log| log.expires_at > now_us);
+    }
+}
+
+impl Log {
+    fn check(&mut self, rate: Rate, now_us: u64) -> Decision {
+        let period = rate.period_us();
+        // The window is (now - period, now]: an admission at `t` counts while t + period > now.
+        while self
+            .admissions
+            .front()
+            .is_some_and(|&t| t.saturating_add(period) <= now_us)
+        {
+            self.admissions.pop_front();
+        }
+        let count = self.admissions.len() as u64;
+        let threshold = rate.threshold();
+        if count < threshold {
+            // Explicit timestamps may arrive out of order: keep the log sorted.
+            let at = self.admissions.partition_point(|&t| t <= now_us);
+            self.admissions.insert(at, now_us);
+            let newest = *self.admissions.back().unwrap_or(&now_us);
+            self.expires_at = self.expires_at.max(newest.saturating_add(period));
+            Decision::admitted(
+                threshold,
+                threshold - count - 1,
+                micros(newest + period - now_us),
+            )
+        } else {
+            // The count falls below the threshold when the admission at index
+            // `count - threshold` (the oldest one, unless the log holds more) leaves.
+            let freeing = self.admissions[(count - threshold) as usize];
+            let newest = *self.admissions.back().unwrap_or(&freeing);
+            Decision::denied(
+                threshold,
+                micros(freeing + period - now_us),
+                micros(newest + period - now_us),
+            )
+        }
+    }
+}
+
+fn micros(us: u64) -> Duration {
+    Duration::from_micros(us)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000;
+
+    #[test]
+    fn idle_keys_are_swept() {
+        let store = MemoryStore::new();
+        let rate = Rate::new(1, Duration::from_secs(1)).unwrap();
+        for i in 0..10_000 {
+            assert!(store.check(&format!("k{i}"), rate, SECOND).allowed);
+        }
+        assert_eq!(store.len(), 10_000);
+        // Once every period has passed, checks on other keys sweep the old ones away.
+        for i in 0..20_000 {
+            store.check(&format!("fresh{}", i % 8), rate, 3 * SECOND);
+        }
+        assert_eq!(store.len(), 8);
+    }
+
+    #[test]
+    fn out_of_order_timestamps_stay_sorted() {
+        let store = MemoryStore::new();
+        let rate = Rate::new(3, Duration::from_secs(10)).unwrap();
+        assert!(store.check("k", rate, 5 * SECOND).allowed);
+        assert!(store.check("k", rate, 2 * SECOND).allowed);
+        assert!(store.check("k", rate, 4 * SECOND).allowed);
+        let denied = store.check("k", rate, 6 * SECOND);
+        // The oldest admission (2 s) frees the window at 12 s.
+        assert_eq!(denied.retry_after, Some(Duration::from_secs(6)));
+        assert_eq!(denied.reset_after, Duration::from_secs(9));
+    }
+}

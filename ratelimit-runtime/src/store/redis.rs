@@ -1,0 +1,230 @@
+//! The Redis store: one sorted set per key, checked by one atomic Lua script.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, PoisonError, RwLock};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::error::StoreError;
+use crate::{Decision, Rate};
+
+/// The sliding window log script, run through `EVALSHA` (loaded again on `NOSCRIPT`).
+///
+/// `KEYS[1]`: the key's sorted set (scores: integer microseconds since the Unix epoch).
+/// `ARGV`: period (µs), threshold, a unique member, now (µs since the Unix epoch, or empty for
+/// the server's `TIME`). Replies `{admitted, count, retry_after_us, reset_after_us}`; the TTL it
+/// sets is in milliseconds. The full contract heads `sliding_window.lua`.
+static SLIDING_WINDOW: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("sliding_window.lua")));
+
+/// A Redis-backed sliding window log, connected lazily and reconnected by a
+/// [`ConnectionManager`].
+pub(crate) struct RedisStore {
+    client: redis::Client,
+    prefix: Box<str>,
+    timeout: Duration,
+    /// The shared multiplexed connection, made on first use inside a check (so on the caller's
+    /// runtime), and made again if a check finds it gone.
+    connection: RwLock<Option<ConnectionManager>>,
+    /// Serialises connection attempts so that a burst of first calls makes one connection.
+    connecting: tokio::sync::Mutex<()>,
+    members: MemberSource,
+}
+
+impl RedisStore {
+    /// A store for `url` (no I/O happens here) whose keys are `prefix` + the key.
+    ///
+    /// # Errors
+    ///
+    /// The URL does not parse, or names a scheme this build cannot serve.
+    pub(crate) fn new(url: &str, prefix: &str, timeout: Duration) -> redis::RedisResult<Self> {
+        Ok(RedisStore {
+            client: redis::Client::open(url)?,
+            prefix: prefix.into(),
+            timeout,
+            connection: RwLock::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            members: MemberSource::new(),
+        })
+    }
+
+    /// Checks `key` against `rate` at `now_us` (µs since the Unix epoch; `None`: the Redis
+    /// server's clock) and records the call when admitted, all within the store's timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Timeout`] when the whole check (connecting included) took longer than the
+    /// timeout; the call is not resent, since it may have been recorded. [`StoreError::Redis`]
+    /// when connecting or the script failed, [`StoreError::Protocol`] on a malformed reply.
+    pub(crate) async fn check(
+        &self,
+        key: &str,
+        rate: Rate,
+        now_us: Option<u64>,
+    ) -> Result<Decision, StoreError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StoreError::Misconfigured(
+                "the Redis store must be used inside a Tokio runtime".into(),
+            ));
+        }
+        match tokio::time::timeout(self.timeout, self.run_script(key, rate, now_us)).await {
+            Ok(result) => result,
+            Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
+        }
+    }
+
+    async fn run_script(
+        &self,
+        key: &str,
+        rate: Rate,
+        now_us: Option<u64>,
+    ) -> Result<Decision, StoreError> {
+        let mut connection = self.connection().await?;
+        let mut full_key = String::with_capacity(self.prefix.len() + key.len());
+        full_key.push_str(&self.prefix);
+        full_key.push_str(key);
+        let mut invocation = SLIDING_WINDOW.key(full_key);
+        invocation
+            .arg(rate.period_us())
+            .arg(rate.threshold())
+            .arg(&self.members.next()[..]);
+        match now_us {
+            Some(now) => invocation.arg(now),
+            None => invocation.arg(""),
+        };
+        let reply: Vec<i64> = match invocation.invoke_async(&mut connection).await {
+            Ok(reply) => reply,
+            Err(err) => {
+                if err.is_unrecoverable_error() {
+                    // Let the next check build a fresh connection manager.
+                    *self.connection.write().unwrap_or_else(PoisonError::into_inner) = None;
+                }
+                return Err(StoreError::Redis(err));
+            }
+        };
+        decode(&reply, rate.threshold())
+    }
+
+    async fn connection(&self) -> Result<ConnectionManager, StoreError> {
+        if let Some(connection) = self.cached() {
+            return Ok(connection);
+        }
+        let _gate = self.connecting.lock().await;
+        if let Some(connection) = self.cached() {
+            return Ok(connection);
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout));
+        let connection = ConnectionManager::new_with_config(self.client.clone(), config)
+            .await
+            .map_err(StoreError::Redis)?;
+        *self.connection.write().unwrap_or_else(PoisonError::into_inner) = Some(connection.clone());
+        Ok(connection)
+    }
+
+    fn cached(&self) -> Option<ConnectionManager> {
+        self.connection
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Turns the script's reply `{admitted, count, retry_after_us, reset_after_us}` into a
+/// [`Decision`].
+fn decode(reply: &[i64], threshold: u64) -> Result<Decision, StoreError> {
+    let &[admitted, count, retry_after, reset_after] = reply else {
+        return Err(StoreError::Protocol(
+            format!("expected 4 integers, got {}", reply.len()).into(),
+        ));
+    };
+    let (Ok(count), Ok(retry_after), Ok(reset_after)) = (
+        u64::try_from(count),
+        u64::try_from(retry_after),
+        u64::try_from(reset_after),
+    ) else {
+        return Err(StoreError::Protocol("negative count or duration".into()));
+    };
+    let reset_after = Duration::from_micros(reset_after);
+    match admitted {
+        1 => Ok(Decision::admitted(
+            threshold,
+            threshold.saturating_sub(count),
+            reset_after,
+        )),
+        0 => Ok(Decision::denied(
+            threshold,
+            Duration::from_micros(retry_after),
+            reset_after,
+        )),
+        other => Err(StoreError::Protocol(
+            format!("admitted flag {other} is neither 0 nor 1").into(),
+        )),
+    }
+}
+
+/// Makes sorted-set members unique across processes and calls: 64 random bits chosen once per
+/// store, then a counter, as 32 hex digits. (Members that collide would merge two admissions
+/// into one, the bug of timestamp-as-member designs.)
+struct MemberSource {
+    nonce: u64,
+    sequence: AtomicU64,
+}
+
+impl MemberSource {
+    fn new() -> MemberSource {
+        // Without OS randomness, fall back to a per-process hash seed: still distinct per process.
+        let nonce = getrandom::u64().unwrap_or_else(|_| {
+            use std::hash::BuildHasher;
+            std::collections::hash_map::RandomState::new().hash_one(std::process::id())
+        });
+        MemberSource {
+            nonce,
+            sequence: AtomicU64::new(0),
+        }
+    }
+
+    fn next(&self) -> [u8; 32] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
+        let mut member = [0; 32];
+        let bytes = self.nonce.to_be_bytes().into_iter().chain(sequence.to_be_bytes());
+        for (pair, byte) in member.chunks_exact_mut(2).zip(bytes) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0xf)];
+        }
+        member
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_are_unique_hex() {
+        let source = MemberSource::new();
+        let first = source.next();
+        let second = source.next();
+        assert_ne!(first, second);
+        assert!(first.iter().all(u8::is_ascii_hexdigit));
+        assert_eq!(&first[..16], &second[..16]);
+        assert_eq!(&second[16..], b"0000000000000001");
+    }
+
+    #[test]
+    fn decodes_replies() {
+        let admitted = decode(&[1, 2, 0, 30_000_000], 5).unwrap();
+        assert_eq!(admitted, Decision::admitted(5, 3, Duration::from_secs(30)));
+        let denied = decode(&[0, 5, 1_500, 9_000], 5).unwrap();
+        assert_eq!(
+            denied,
+            Decision::denied(5, Duration::from_micros(1_500), Duration::from_micros(9_000))
+        );
+        assert!(decode(&[1, 2], 5).is_err());
+        assert!(decode(&[2, 2, 0, 0], 5).is_err());
+        assert!(decode(&[0, 2, -1, 0], 5).is_err());
+    }
+}

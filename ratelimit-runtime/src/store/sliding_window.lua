@@ -1,0 +1,50 @@
+-- Sliding window log rate limit: evict, count, then admit and record, or deny; atomically.
+--
+-- KEYS[1]  the key's sorted set: members are admissions, scores are integer microseconds
+--          since the Unix epoch.
+-- ARGV[1]  period, integer microseconds (1,000 ..= 3,155,760,000,000,000).
+-- ARGV[2]  threshold, admissions per period (1 ..= 4,294,967,295).
+-- ARGV[3]  member naming this admission, unique across processes and calls (recorded only
+--          when admitted).
+-- ARGV[4]  now, integer microseconds since the Unix epoch; empty: use this server's TIME,
+--          the one clock shared by every application server.
+--
+-- Returns {admitted (1 or 0), count (admissions in the window, this one included),
+--          retry_after (µs until the count falls below the threshold; 0 when admitted),
+--          reset_after (µs until no admission is left in the window)}.
+--
+-- The window is (now - period, now]: an admission at t stops counting at exactly t + period.
+-- Denied calls are not recorded. Numbers go to redis.call as Lua numbers, never through
+-- tostring (which keeps only 14 significant digits; scores need 16).
+-- Requires Redis >= 5 (TIME before a write needs effects replication, the default since 5).
+
+local key = KEYS[1]
+local period = tonumber(ARGV[1])
+local threshold = tonumber(ARGV[2])
+local now = tonumber(ARGV[4])
+if now == nil then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
+local count = redis.call('ZCARD', key)
+
+if count < threshold then
+  redis.call('ZADD', key, now, ARGV[3])
+  local newest = now
+  if count > 0 then
+    newest = math.max(now, tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]))
+  end
+  local reset_after = newest + period - now
+  -- PEXPIRE counts milliseconds on the server's own clock: round up, plus 1 ms, so the key
+  -- never expires before its newest admission leaves the window.
+  redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + 1)
+  return {1, count + 1, 0, reset_after}
+end
+
+-- The count falls below the threshold when the admission at rank count - threshold (the
+-- oldest, unless the set holds more) leaves the window.
+local freeing = tonumber(redis.call('ZRANGE', key, count - threshold, count - threshold, 'WITHSCORES')[2])
+local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+return {0, count, freeing + period - now, newest + period - now}
