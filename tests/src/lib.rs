@@ -1,0 +1,180 @@
+//! Test harness: a private `redis-server` per test, and unique key prefixes.
+//!
+//! [`TestRedis::start`] runs `redis-server` on a free loopback port with nothing on disk and
+//! kills it on drop, unless `RATELIMIT_TEST_REDIS_URL` names a server to use instead. The binary
+//! is `redis-server` on `PATH`, or the path in `REDIS_SERVER`.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Names a Redis server for the tests instead of starting one.
+pub const URL_VARIABLE: &str = "RATELIMIT_TEST_REDIS_URL";
+
+/// A Redis server for one test: private (started here) or given by `RATELIMIT_TEST_REDIS_URL`.
+pub struct TestRedis {
+    url: String,
+    child: Option<Child>,
+}
+
+impl TestRedis {
+    /// The server named by `RATELIMIT_TEST_REDIS_URL`, or a private one on a free port.
+    ///
+    /// # Panics
+    ///
+    /// With a clear message when no `redis-server` can be found or it does not start.
+    #[must_use]
+    pub fn start() -> TestRedis {
+        match std::env::var(URL_VARIABLE) {
+            Ok(url) if !url.is_empty() => TestRedis { url, child: None },
+            _ => TestRedis::start_private(),
+        }
+    }
+
+    /// A private server, even when `RATELIMIT_TEST_REDIS_URL` is set (for tests that stop it).
+    ///
+    /// # Panics
+    ///
+    /// As [`TestRedis::start`].
+    #[must_use]
+    pub fn start_private() -> TestRedis {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            match TestRedis::start_on(free_port()) {
+                Ok(redis) => return redis,
+                Err(error) => last_error = error,
+            }
+        }
+        panic!("could not start a private redis-server: {last_error}")
+    }
+
+    /// A private server on `port` (e.g. one a limiter was pointed at before Redis was up).
+    ///
+    /// # Errors
+    ///
+    /// Why it did not start (the port was taken, the process exited).
+    ///
+    /// # Panics
+    ///
+    /// When no `redis-server` binary can be found.
+    pub fn start_on(port: u16) -> Result<TestRedis, String> {
+        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+        let spawned = Command::new(&binary)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
+                "`{binary}` was not found: the Redis tests need a redis-server binary. Install \
+                 it (Debian/Ubuntu: `apt-get install -y redis-server`), set REDIS_SERVER to its \
+                 path, or set {URL_VARIABLE}=redis://host:port/ to use a running server"
+            ),
+            Err(error) => panic!("could not run `{binary}`: {error}"),
+        };
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("redis-server on port {port} exited with {status}"));
+            }
+            if ping(address) {
+                return Ok(TestRedis {
+                    url: format!("redis://{address}/"),
+                    child: Some(child),
+                });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("redis-server on port {port} did not answer within 10 s"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The server's URL, `redis://127.0.0.1:<port>/`.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A connection for inspecting what the limiter wrote.
+    ///
+    /// # Panics
+    ///
+    /// When the server cannot be reached.
+    pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url.as_str())
+            .expect("valid test URL")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to the test Redis")
+    }
+
+    /// Stops a private server now (a given one is left alone).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for TestRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A loopback port nobody listens on right now.
+///
+/// # Panics
+///
+/// When the OS has no free port to give.
+#[must_use]
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// A key prefix no other test (or run) uses: `test:<pid>:<n>:<name>:`.
+#[must_use]
+pub fn unique_prefix(name: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "test:{}:{}:{name}:",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// `true` when a Redis server at `address` answers `PING`.
+fn ping(address: SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_millis(100)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reply = [0; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && &reply == b"+PONG\r\n"
+}
+
+/// `seconds` after the Unix epoch, as a `SystemTime` (fractions kept to the microsecond).
+#[must_use]
+pub fn at_secs(seconds: f64) -> std::time::SystemTime {
+    at_micros((seconds * 1e6).round() as u64)
+}
+
+/// `micros` microseconds after the Unix epoch, as a `SystemTime`.
+#[must_use]
+pub fn at_micros(micros: u64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_micros(micros)
+}

@@ -1,0 +1,254 @@
+//! What only the Redis store does: atomicity across processes, unique members, expiry, key
+//! layout, the script cache, and answers when Redis is down or silent. Real `redis-server`s.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ratelimit_runtime::{FailurePolicy, Limiter, Rate, RateLimitError, StoreError};
+use redis::AsyncCommands;
+use tests::{TestRedis, at_micros, free_port, unique_prefix};
+
+const T0: u64 = 1_700_000_000_000_000;
+
+async fn limiter(redis: &TestRedis, prefix: &str) -> Limiter {
+    Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(prefix)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .expect("build a Redis limiter")
+}
+
+fn rate(threshold: u64, period: Duration) -> Rate {
+    Rate::new(threshold, period).expect("valid rate")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_hundred_callers_through_four_limiters_admit_exactly_fifty() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("concurrent");
+    let mut limiters = Vec::new();
+    for _ in 0..4 {
+        limiters.push(limiter(&redis, &prefix).await);
+    }
+    let limit = rate(50, Duration::from_secs(60));
+    let barrier = Arc::new(tokio::sync::Barrier::new(400));
+    let mut callers = Vec::new();
+    for caller in 0..400 {
+        let limiter = limiters[caller % 4].clone();
+        let barrier = Arc::clone(&barrier);
+        callers.push(tokio::spawn(async move {
+            barrier.wait().await;
+            limiter.check("hot", limit).await.expect("check succeeds").allowed
+        }));
+    }
+    let mut admitted = 0;
+    for caller in callers {
+        admitted += u32::from(caller.await.expect("caller finished"));
+    }
+    assert_eq!(admitted, 50);
+    let mut redis_connection = redis.connection().await;
+    let recorded: u64 = redis_connection.zcard(format!("{prefix}hot")).await.unwrap();
+    assert_eq!(recorded, 50, "exactly the admissions are recorded");
+}
+
+#[tokio::test]
+async fn same_microsecond_admissions_from_many_limiters_are_distinct_members() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("members");
+    let limit = rate(1_000, Duration::from_secs(60));
+    for _ in 0..4 {
+        let limiter = limiter(&redis, &prefix).await;
+        for _ in 0..10 {
+            let decision = limiter.check_at("same", limit, at_micros(T0)).await.unwrap();
+            assert!(decision.allowed);
+        }
+    }
+    let mut connection = redis.connection().await;
+    let members: Vec<(String, u64)> = connection
+        .zrange_withscores(format!("{prefix}same"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(members.len(), 40);
+    assert!(members.iter().all(|(_, score)| *score == T0));
+}
+
+#[tokio::test]
+async fn scores_keep_full_microsecond_precision() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("precision");
+    let limiter = limiter(&redis, &prefix).await;
+    let limit = rate(10, Duration::from_secs(60));
+    let times = [T0 + 123_457, T0 + 123_458, 4_000_000_000_000_001];
+    for time in times {
+        limiter.check_at(&time.to_string(), limit, at_micros(time)).await.unwrap();
+    }
+    let mut connection = redis.connection().await;
+    for time in times {
+        let scores: Vec<(String, u64)> = connection
+            .zrange_withscores(format!("{prefix}{time}"), 0, -1)
+            .await
+            .unwrap();
+        assert_eq!(scores.len(), 1);
+        assert_eq!(scores[0].1, time);
+    }
+}
+
+#[tokio::test]
+async fn keys_expire_once_their_newest_admission_leaves_the_window() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("ttl");
+    let limiter = limiter(&redis, &prefix).await;
+    let mut connection = redis.connection().await;
+    for period_ms in [1_u64, 1_500, 30_000, 86_400_000] {
+        let key = format!("period-{period_ms}");
+        let limit = rate(2, Duration::from_millis(period_ms));
+        limiter.check(&key, limit).await.unwrap();
+        let ttl: i64 = connection.pttl(format!("{prefix}{key}")).await.unwrap();
+        // -2: the 1 ms key may already be gone; otherwise at most period + 1 ms.
+        assert!(ttl == -2 || (1..=period_ms as i64 + 1).contains(&ttl), "{period_ms} ms: {ttl}");
+        if period_ms >= 1_500 {
+            assert!(ttl > period_ms as i64 - 1_000, "{period_ms} ms: {ttl}");
+        }
+    }
+    // A denial does not extend the TTL; a later admission (explicit time) does, to cover the
+    // newest admission.
+    let limit = rate(2, Duration::from_secs(10));
+    limiter.check_at("explicit", limit, at_micros(T0)).await.unwrap();
+    limiter.check_at("explicit", limit, at_micros(T0 + 4_000_001)).await.unwrap();
+    let ttl: i64 = connection.pttl(format!("{prefix}explicit")).await.unwrap();
+    assert!((9_000..=10_001).contains(&ttl), "{ttl}");
+}
+
+#[tokio::test]
+async fn keys_stay_under_the_prefix() {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("layout");
+    let limiter = limiter(&redis, &prefix).await;
+    let limit = rate(5, Duration::from_secs(60));
+    for key in ["a", "b:c", "{x}"] {
+        limiter.check(key, limit).await.unwrap();
+    }
+    limiter.check_at("explicit", limit, at_micros(T0)).await.unwrap();
+    let mut connection = redis.connection().await;
+    let mut keys: Vec<String> = connection.keys("*").await.unwrap();
+    keys.sort();
+    let expected: Vec<String> = ["a", "b:c", "explicit", "{x}"]
+        .iter()
+        .map(|key| format!("{prefix}{key}"))
+        .collect();
+    assert_eq!(keys, expected);
+    let kind: String = redis::cmd("TYPE")
+        .arg(&expected[0])
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(kind, "zset");
+}
+
+#[tokio::test]
+async fn a_flushed_script_cache_is_invisible_to_callers() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("noscript");
+    let limiter = limiter(&redis, &prefix).await;
+    let limit = rate(2, Duration::from_secs(60));
+    assert!(limiter.check("k", limit).await.unwrap().allowed);
+    let mut connection = redis.connection().await;
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut connection).await.unwrap();
+    assert!(limiter.check("k", limit).await.unwrap().allowed);
+    assert!(!limiter.check("k", limit).await.unwrap().allowed);
+}
+
+#[tokio::test]
+async fn a_limiter_built_while_redis_is_down_connects_once_it_is_up() {
+    let port = free_port();
+    let limiter = Limiter::builder()
+        .redis_url(&format!("redis://127.0.0.1:{port}/"))
+        .key_prefix("lazy:")
+        .failure_policy(FailurePolicy::Closed)
+        .build()
+        .await
+        .expect("building does not connect");
+    let limit = rate(2, Duration::from_secs(60));
+    let error = limiter.check("k", limit).await.unwrap_err();
+    assert!(matches!(error, RateLimitError::Unavailable(_)), "{error:?}");
+
+    let redis = TestRedis::start_on(port).expect("start redis-server on the chosen port");
+    assert!(limiter.check("k", limit).await.unwrap().allowed);
+    let mut connection = redis.connection().await;
+    let recorded: u64 = connection.zcard("lazy:k").await.unwrap();
+    assert_eq!(recorded, 1);
+}
+
+/// A server that accepts connections and never answers: the check must give up in time.
+async fn silent_server() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("redis://{}/", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    (url, server)
+}
+
+async fn policy_limiter(url: &str, policy: FailurePolicy) -> Limiter {
+    Limiter::builder()
+        .redis_url(url)
+        .failure_policy(policy)
+        .timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn failure_policies_answer_when_redis_is_down_or_silent() {
+    let (silent, server) = silent_server().await;
+    let refused = format!("redis://127.0.0.1:{}/", free_port());
+    let limit = rate(1, Duration::from_secs(60));
+    for url in [&silent, &refused] {
+        let started = Instant::now();
+        let closed = policy_limiter(url, FailurePolicy::Closed).await;
+        let error = closed.check("k", limit).await.unwrap_err();
+        assert!(matches!(error, RateLimitError::Unavailable(_)), "{error:?}");
+        if url == &silent {
+            assert!(matches!(error, RateLimitError::Unavailable(StoreError::Timeout(_))));
+        }
+        // Not a speed assertion: a guard against hanging on a silent server.
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+
+        let open = policy_limiter(url, FailurePolicy::Open).await;
+        assert!(open.check("k", limit).await.unwrap().allowed);
+        assert!(open.check("k", limit).await.unwrap().allowed);
+
+        let local = policy_limiter(url, FailurePolicy::Local).await;
+        assert!(local.check("k", limit).await.unwrap().allowed);
+        let denied = local.check("k", limit).await.unwrap();
+        assert!(!denied.allowed, "the local fallback keeps limiting");
+    }
+    server.abort();
+}
+
+#[tokio::test]
+async fn malformed_urls_fail_at_build_time() {
+    for url in ["not a url", "http://127.0.0.1/", "redis://127.0.0.1:99999/"] {
+        let error = Limiter::builder().redis_url(url).build().await.unwrap_err();
+        assert!(matches!(error, RateLimitError::InvalidConfig(_)), "{url}: {error:?}");
+    }
+    let error = Limiter::builder()
+        .timeout(Duration::ZERO)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RateLimitError::InvalidConfig(_)));
+}
+
+#[test]
+fn credentials_stay_out_of_debug_output() {
+    let builder = Limiter::builder().redis_url("redis://user:hunter2@127.0.0.1/");
+    assert!(!format!("{builder:?}").contains("hunter2"));
+}
