@@ -1,0 +1,1 @@
+//! Examples of `ratelimit-runtime`: see `examples/`.
