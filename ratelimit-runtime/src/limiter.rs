@@ -305,3 +305,55 @@ impl fmt::Debug for LimiterBuilder {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    /// The memory store needs no runtime: its check is ready on the first poll.
+    #[test]
+    fn memory_checks_complete_without_a_runtime() {
+        let limiter = Limiter::memory();
+        let rate = Rate::new(1, Duration::from_secs(60)).unwrap();
+        let mut context = Context::from_waker(Waker::noop());
+        let mut first = pin!(limiter.check("k", rate));
+        let Poll::Ready(Ok(admitted)) = first.as_mut().poll(&mut context) else {
+            panic!("the first check is not ready at once");
+        };
+        assert!(admitted.allowed);
+        let mut second = pin!(limiter.check("k", rate));
+        let Poll::Ready(Ok(denied)) = second.as_mut().poll(&mut context) else {
+            panic!("the second check is not ready at once");
+        };
+        assert!(!denied.allowed);
+    }
+
+    /// A Redis limiter polled outside any runtime answers by its policy instead of panicking.
+    #[test]
+    fn redis_checks_outside_a_runtime_answer_by_policy() {
+        let limiter = Limiter::builder()
+            .redis_url("redis://127.0.0.1:1/")
+            .failure_policy(FailurePolicy::Closed)
+            .build_now()
+            .unwrap();
+        let rate = Rate::new(1, Duration::from_secs(60)).unwrap();
+        let mut context = Context::from_waker(Waker::noop());
+        let mut check = pin!(limiter.check("k", rate));
+        let Poll::Ready(Err(RateLimitError::Unavailable(StoreError::Misconfigured(_)))) =
+            check.as_mut().poll(&mut context)
+        else {
+            panic!("expected an immediate `Unavailable` answer");
+        };
+    }
+
+    #[test]
+    fn limiters_are_send_sync_and_cheap_to_clone() {
+        fn check<T: Send + Sync + Clone + 'static>() {}
+        check::<Limiter>();
+        assert_eq!(std::mem::size_of::<Limiter>(), std::mem::size_of::<usize>());
+    }
+}

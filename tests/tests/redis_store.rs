@@ -252,3 +252,25 @@ fn credentials_stay_out_of_debug_output() {
     let builder = Limiter::builder().redis_url("redis://user:hunter2@127.0.0.1/");
     assert!(!format!("{builder:?}").contains("hunter2"));
 }
+
+/// One limiter (say the process-wide default) used from runtime after runtime, as tests with
+/// one runtime each do: no check fails because an earlier runtime, and the connection it
+/// drove, is gone.
+#[test]
+fn a_limiter_outlives_the_runtimes_that_use_it() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("runtimes");
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let limiter = first.block_on(limiter(&redis, &prefix));
+    let limit = rate(100, Duration::from_secs(60));
+    assert!(first.block_on(limiter.check("k", limit)).unwrap().allowed);
+    drop(first);
+    for _ in 0..5 {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let decision = runtime.block_on(limiter.check("k", limit));
+        assert!(decision.expect("checks succeed on a new runtime").allowed);
+    }
+}

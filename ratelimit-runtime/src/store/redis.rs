@@ -1,10 +1,12 @@
 //! The Redis store: one sorted set per key, checked by one atomic Lua script.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{LazyLock, PoisonError, RwLock};
+use std::sync::{Arc, LazyLock, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::runtime::{Handle, Id as RuntimeId};
 
 use crate::error::StoreError;
 use crate::{Decision, Rate};
@@ -24,9 +26,11 @@ pub(crate) struct RedisStore {
     client: redis::Client,
     prefix: Box<str>,
     timeout: Duration,
-    /// The shared multiplexed connection, made on first use inside a check (so on the caller's
-    /// runtime), and made again if a check finds it gone.
-    connection: RwLock<Option<ConnectionManager>>,
+    /// One multiplexed connection per Tokio runtime that checks through this store, made on
+    /// that runtime's first check (its driver task lives on that runtime) and forgotten when
+    /// the runtime shuts down, so a limiter outlives the runtimes that use it (one per test,
+    /// one per worker thread).
+    connections: Arc<RwLock<HashMap<RuntimeId, ConnectionManager>>>,
     /// Serialises connection attempts so that a burst of first calls makes one connection.
     connecting: tokio::sync::Mutex<()>,
     members: MemberSource,
@@ -43,7 +47,7 @@ impl RedisStore {
             client: redis::Client::open(url)?,
             prefix: prefix.into(),
             timeout,
-            connection: RwLock::new(None),
+            connections: Arc::default(),
             connecting: tokio::sync::Mutex::new(()),
             members: MemberSource::new(),
         })
@@ -63,12 +67,13 @@ impl RedisStore {
         rate: Rate,
         now_us: Option<u64>,
     ) -> Result<Decision, StoreError> {
-        if tokio::runtime::Handle::try_current().is_err() {
+        let Ok(runtime) = Handle::try_current() else {
             return Err(StoreError::Misconfigured(
                 "the Redis store must be used inside a Tokio runtime".into(),
             ));
-        }
-        match tokio::time::timeout(self.timeout, self.run_script(key, rate, now_us)).await {
+        };
+        let check = self.run_script(&runtime, key, rate, now_us);
+        match tokio::time::timeout(self.timeout, check).await {
             Ok(result) => result,
             Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
         }
@@ -76,11 +81,12 @@ impl RedisStore {
 
     async fn run_script(
         &self,
+        runtime: &Handle,
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
     ) -> Result<Decision, StoreError> {
-        let mut connection = self.connection().await?;
+        let mut connection = self.connection(runtime).await?;
         let mut full_key = String::with_capacity(self.prefix.len() + key.len());
         full_key.push_str(&self.prefix);
         full_key.push_str(key);
@@ -98,7 +104,7 @@ impl RedisStore {
             Err(err) => {
                 if err.is_unrecoverable_error() {
                     // Let the next check build a fresh connection manager.
-                    *self.connection.write().unwrap_or_else(PoisonError::into_inner) = None;
+                    self.write_connections().remove(&runtime.id());
                 }
                 return Err(StoreError::Redis(err));
             }
@@ -106,12 +112,14 @@ impl RedisStore {
         decode(&reply, rate.threshold())
     }
 
-    async fn connection(&self) -> Result<ConnectionManager, StoreError> {
-        if let Some(connection) = self.cached() {
+    /// This runtime's connection, made now if it has none.
+    async fn connection(&self, runtime: &Handle) -> Result<ConnectionManager, StoreError> {
+        let id = runtime.id();
+        if let Some(connection) = self.cached(id) {
             return Ok(connection);
         }
         let _gate = self.connecting.lock().await;
-        if let Some(connection) = self.cached() {
+        if let Some(connection) = self.cached(id) {
             return Ok(connection);
         }
         let config = ConnectionManagerConfig::new()
@@ -120,16 +128,47 @@ impl RedisStore {
         let connection = ConnectionManager::new_with_config(self.client.clone(), config)
             .await
             .map_err(StoreError::Redis)?;
-        *self.connection.write().unwrap_or_else(PoisonError::into_inner) = Some(connection.clone());
+        self.write_connections().insert(id, connection.clone());
+        runtime.spawn(forget_on_shutdown(id, Arc::downgrade(&self.connections)));
         Ok(connection)
     }
 
-    fn cached(&self) -> Option<ConnectionManager> {
-        self.connection
+    fn cached(&self, id: RuntimeId) -> Option<ConnectionManager> {
+        self.connections
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .get(&id)
+            .cloned()
     }
+
+    fn write_connections(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, HashMap<RuntimeId, ConnectionManager>> {
+        self.connections
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A task that never finishes: when its runtime shuts down and drops it, the runtime's
+/// connection is forgotten (its driver task is gone with the runtime).
+async fn forget_on_shutdown(
+    id: RuntimeId,
+    connections: Weak<RwLock<HashMap<RuntimeId, ConnectionManager>>>,
+) {
+    struct Forget(RuntimeId, Weak<RwLock<HashMap<RuntimeId, ConnectionManager>>>);
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            if let Some(connections) = self.1.upgrade() {
+                connections
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&self.0);
+            }
+        }
+    }
+    let _forget = Forget(id, connections);
+    std::future::pending::<()>().await;
 }
 
 /// Turns the script's reply `{admitted, count, retry_after_us, reset_after_us}` into a
