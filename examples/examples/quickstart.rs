@@ -43,7 +43,10 @@ async fn main() -> Result<(), RateLimitError> {
             Ok(greeting) => println!("call {call}: admitted: {greeting}"),
             Err(RateLimitError::Denied(denied)) => {
                 let wait = denied.decision().retry_after.unwrap_or_default();
-                println!("call {call}: denied, retry after {:.3}s", wait.as_secs_f64());
+                println!(
+                    "call {call}: denied, retry after {:.3}s",
+                    wait.as_secs_f64()
+                );
             }
             Err(error) => println!("call {call}: error: {error}"),
         }

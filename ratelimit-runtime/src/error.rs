@@ -49,7 +49,8 @@ impl RateLimitError {
     /// How long to wait before retrying: the denial's retry-after, `None` for other errors.
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
-        self.as_denied().and_then(|denied| denied.decision.retry_after)
+        self.as_denied()
+            .and_then(|denied| denied.decision.retry_after)
     }
 }
 
@@ -63,7 +64,11 @@ pub struct Denied {
 impl Denied {
     /// A denial of `key` (if the limit is per key) in `scope`.
     #[must_use]
-    pub fn new(scope: impl Into<Cow<'static, str>>, key: Option<String>, decision: Decision) -> Self {
+    pub fn new(
+        scope: impl Into<Cow<'static, str>>,
+        key: Option<String>,
+        decision: Decision,
+    ) -> Self {
         Denied {
             scope: scope.into(),
             key,

@@ -32,7 +32,12 @@ pub fn global() -> &'static Limiter {
 fn from_env() -> Limiter {
     let url = ["RATELIMIT_REDIS_URL", "REDIS_URL"]
         .into_iter()
-        .find_map(|name| std::env::var(name).ok().filter(|url| !url.is_empty()).map(|url| (name, url)));
+        .find_map(|name| {
+            std::env::var(name)
+                .ok()
+                .filter(|url| !url.is_empty())
+                .map(|url| (name, url))
+        });
     let Some((variable, url)) = url else {
         return Limiter::memory();
     };

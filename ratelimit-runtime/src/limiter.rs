@@ -186,11 +186,12 @@ impl Limiter {
                 rate.period(),
             )),
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
-            FailurePolicy::Local => Ok(self.inner.fallback.check(
-                key,
-                rate,
-                now_us.unwrap_or_else(clock::now_us),
-            )),
+            FailurePolicy::Local => {
+                Ok(self
+                    .inner
+                    .fallback
+                    .check(key, rate, now_us.unwrap_or_else(clock::now_us)))
+            }
         }
     }
 }

@@ -118,7 +118,10 @@ mod tests {
     #[test]
     fn accepts_the_bounds() {
         let low = Rate::new(1, Rate::MIN_PERIOD).unwrap();
-        assert_eq!((low.threshold(), low.period()), (1, Duration::from_millis(1)));
+        assert_eq!(
+            (low.threshold(), low.period()),
+            (1, Duration::from_millis(1))
+        );
         let high = Rate::new(Rate::MAX_THRESHOLD, Rate::MAX_PERIOD).unwrap();
         assert_eq!(high.threshold(), 4_294_967_295);
         assert_eq!(high.period(), Rate::MAX_PERIOD);
@@ -132,7 +135,11 @@ mod tests {
             (u64::MAX, Duration::from_secs(1), "at most 4294967295"),
             (1, Duration::from_micros(999), "at least 1 ms"),
             (1, Duration::ZERO, "at least 1 ms"),
-            (1, Rate::MAX_PERIOD + Duration::from_micros(1), "at most 100 years"),
+            (
+                1,
+                Rate::MAX_PERIOD + Duration::from_micros(1),
+                "at most 100 years",
+            ),
             (1, Duration::MAX, "at most 100 years"),
             (1, Duration::new(1, 1), "whole number of microseconds"),
         ];

@@ -92,7 +92,9 @@ impl TestRedis {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("redis-server on port {port} did not answer within 10 s"));
+                return Err(format!(
+                    "redis-server on port {port} did not answer within 10 s"
+                ));
             }
             std::thread::sleep(Duration::from_millis(5));
         }

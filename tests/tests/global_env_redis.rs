@@ -20,6 +20,9 @@ async fn the_default_uses_redis_from_the_environment() {
     limited("ada").await.unwrap();
     assert!(limited("ada").await.unwrap_err().is_denied());
     let mut connection = redis.connection().await;
-    let recorded: u64 = connection.zcard("ratelimit:global_env_redis:ada").await.unwrap();
+    let recorded: u64 = connection
+        .zcard("ratelimit:global_env_redis:ada")
+        .await
+        .unwrap();
     assert_eq!(recorded, 2);
 }

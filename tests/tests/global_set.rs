@@ -28,5 +28,9 @@ async fn the_attribute_uses_the_limiter_set_as_default() {
     once().await.expect("first call admitted");
     let error = once().await.expect_err("second call denied");
     assert_eq!(error.as_denied().unwrap().scope(), "global_set::once");
-    assert_eq!(RUNS.load(Ordering::SeqCst), 1, "the denied body did not run");
+    assert_eq!(
+        RUNS.load(Ordering::SeqCst),
+        1,
+        "the denied body did not run"
+    );
 }

@@ -41,7 +41,11 @@ async fn four_hundred_callers_through_four_limiters_admit_exactly_fifty() {
         let barrier = Arc::clone(&barrier);
         callers.push(tokio::spawn(async move {
             barrier.wait().await;
-            limiter.check("hot", limit).await.expect("check succeeds").allowed
+            limiter
+                .check("hot", limit)
+                .await
+                .expect("check succeeds")
+                .allowed
         }));
     }
     let mut admitted = 0;
@@ -50,7 +54,10 @@ async fn four_hundred_callers_through_four_limiters_admit_exactly_fifty() {
     }
     assert_eq!(admitted, 50);
     let mut redis_connection = redis.connection().await;
-    let recorded: u64 = redis_connection.zcard(format!("{prefix}hot")).await.unwrap();
+    let recorded: u64 = redis_connection
+        .zcard(format!("{prefix}hot"))
+        .await
+        .unwrap();
     assert_eq!(recorded, 50, "exactly the admissions are recorded");
 }
 
@@ -62,7 +69,10 @@ async fn same_microsecond_admissions_from_many_limiters_are_distinct_members() {
     for _ in 0..4 {
         let limiter = limiter(&redis, &prefix).await;
         for _ in 0..10 {
-            let decision = limiter.check_at("same", limit, at_micros(T0)).await.unwrap();
+            let decision = limiter
+                .check_at("same", limit, at_micros(T0))
+                .await
+                .unwrap();
             assert!(decision.allowed);
         }
     }
@@ -83,7 +93,10 @@ async fn scores_keep_full_microsecond_precision() {
     let limit = rate(10, Duration::from_secs(60));
     let times = [T0 + 123_457, T0 + 123_458, 4_000_000_000_000_001];
     for time in times {
-        limiter.check_at(&time.to_string(), limit, at_micros(time)).await.unwrap();
+        limiter
+            .check_at(&time.to_string(), limit, at_micros(time))
+            .await
+            .unwrap();
     }
     let mut connection = redis.connection().await;
     for time in times {
@@ -108,7 +121,10 @@ async fn keys_expire_once_their_newest_admission_leaves_the_window() {
         limiter.check(&key, limit).await.unwrap();
         let ttl: i64 = connection.pttl(format!("{prefix}{key}")).await.unwrap();
         // -2: the 1 ms key may already be gone; otherwise at most period + 1 ms.
-        assert!(ttl == -2 || (1..=period_ms as i64 + 1).contains(&ttl), "{period_ms} ms: {ttl}");
+        assert!(
+            ttl == -2 || (1..=period_ms as i64 + 1).contains(&ttl),
+            "{period_ms} ms: {ttl}"
+        );
         if period_ms >= 1_500 {
             assert!(ttl > period_ms as i64 - 1_000, "{period_ms} ms: {ttl}");
         }
@@ -116,8 +132,14 @@ async fn keys_expire_once_their_newest_admission_leaves_the_window() {
     // A denial does not extend the TTL; a later admission (explicit time) does, to cover the
     // newest admission.
     let limit = rate(2, Duration::from_secs(10));
-    limiter.check_at("explicit", limit, at_micros(T0)).await.unwrap();
-    limiter.check_at("explicit", limit, at_micros(T0 + 4_000_001)).await.unwrap();
+    limiter
+        .check_at("explicit", limit, at_micros(T0))
+        .await
+        .unwrap();
+    limiter
+        .check_at("explicit", limit, at_micros(T0 + 4_000_001))
+        .await
+        .unwrap();
     let ttl: i64 = connection.pttl(format!("{prefix}explicit")).await.unwrap();
     assert!((9_000..=10_001).contains(&ttl), "{ttl}");
 }
@@ -131,7 +153,10 @@ async fn keys_stay_under_the_prefix() {
     for key in ["a", "b:c", "{x}"] {
         limiter.check(key, limit).await.unwrap();
     }
-    limiter.check_at("explicit", limit, at_micros(T0)).await.unwrap();
+    limiter
+        .check_at("explicit", limit, at_micros(T0))
+        .await
+        .unwrap();
     let mut connection = redis.connection().await;
     let mut keys: Vec<String> = connection.keys("*").await.unwrap();
     keys.sort();
@@ -156,7 +181,11 @@ async fn a_flushed_script_cache_is_invisible_to_callers() {
     let limit = rate(2, Duration::from_secs(60));
     assert!(limiter.check("k", limit).await.unwrap().allowed);
     let mut connection = redis.connection().await;
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut connection).await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
     assert!(limiter.check("k", limit).await.unwrap().allowed);
     assert!(!limiter.check("k", limit).await.unwrap().allowed);
 }
@@ -216,10 +245,17 @@ async fn failure_policies_answer_when_redis_is_down_or_silent() {
         let error = closed.check("k", limit).await.unwrap_err();
         assert!(matches!(error, RateLimitError::Unavailable(_)), "{error:?}");
         if url == &silent {
-            assert!(matches!(error, RateLimitError::Unavailable(StoreError::Timeout(_))));
+            assert!(matches!(
+                error,
+                RateLimitError::Unavailable(StoreError::Timeout(_))
+            ));
         }
         // Not a speed assertion: a guard against hanging on a silent server.
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
 
         let open = policy_limiter(url, FailurePolicy::Open).await;
         assert!(open.check("k", limit).await.unwrap().allowed);
@@ -237,7 +273,10 @@ async fn failure_policies_answer_when_redis_is_down_or_silent() {
 async fn malformed_urls_fail_at_build_time() {
     for url in ["not a url", "http://127.0.0.1/", "redis://127.0.0.1:99999/"] {
         let error = Limiter::builder().redis_url(url).build().await.unwrap_err();
-        assert!(matches!(error, RateLimitError::InvalidConfig(_)), "{url}: {error:?}");
+        assert!(
+            matches!(error, RateLimitError::InvalidConfig(_)),
+            "{url}: {error:?}"
+        );
     }
     let error = Limiter::builder()
         .timeout(Duration::ZERO)

@@ -3,8 +3,8 @@
 //! Same semantics as the Redis store (see [`crate::Limiter`]); needs no runtime, so it also
 //! serves synchronous callers and backs [`FailurePolicy::Local`](crate::FailurePolicy::Local).
 
-use std::collections::hash_map::{HashMap, RandomState};
 use std::collections::VecDeque;
+use std::collections::hash_map::{HashMap, RandomState};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -91,7 +91,13 @@ impl MemoryStore {
     pub(crate) fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| shard.lock().unwrap_or_else(PoisonError::into_inner).logs.len())
+            .map(|shard| {
+                shard
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .logs
+                    .len()
+            })
             .sum()
     }
 }

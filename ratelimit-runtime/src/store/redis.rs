@@ -156,7 +156,10 @@ async fn forget_on_shutdown(
     id: RuntimeId,
     connections: Weak<RwLock<HashMap<RuntimeId, ConnectionManager>>>,
 ) {
-    struct Forget(RuntimeId, Weak<RwLock<HashMap<RuntimeId, ConnectionManager>>>);
+    struct Forget(
+        RuntimeId,
+        Weak<RwLock<HashMap<RuntimeId, ConnectionManager>>>,
+    );
     impl Drop for Forget {
         fn drop(&mut self) {
             if let Some(connections) = self.1.upgrade() {
@@ -229,7 +232,11 @@ impl MemberSource {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
         let mut member = [0; 32];
-        let bytes = self.nonce.to_be_bytes().into_iter().chain(sequence.to_be_bytes());
+        let bytes = self
+            .nonce
+            .to_be_bytes()
+            .into_iter()
+            .chain(sequence.to_be_bytes());
         for (pair, byte) in member.chunks_exact_mut(2).zip(bytes) {
             pair[0] = HEX[usize::from(byte >> 4)];
             pair[1] = HEX[usize::from(byte & 0xf)];
@@ -260,7 +267,11 @@ mod tests {
         let denied = decode(&[0, 5, 1_500, 9_000], 5).unwrap();
         assert_eq!(
             denied,
-            Decision::denied(5, Duration::from_micros(1_500), Duration::from_micros(9_000))
+            Decision::denied(
+                5,
+                Duration::from_micros(1_500),
+                Duration::from_micros(9_000)
+            )
         );
         assert!(decode(&[1, 2], 5).is_err());
         assert!(decode(&[2, 2, 0, 0], 5).is_err());
