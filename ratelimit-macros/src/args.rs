@@ -1,0 +1,932 @@
+//! The grammar of `#[rate_limit(...)]`: `name = value` arguments, each at most once, each
+//! validated where it is written so that an error points at the offending token.
+//!
+//! ```text
+//! args      := arg ("," arg)* ","?
+//! arg       := "period" "=" (INT | STR)     whole seconds, or "<integer><unit>", unit ms|s|m|h
+//!            | "threshold" "=" INT          1..=4294967295
+//!            | "key" "=" EXPR               any expression implementing Display
+//!            | "limiter" "=" EXPR           an expression evaluating to &Limiter
+//!            | "name" "=" STR               a non-empty scope name
+//!            | "crate" "=" STR              the path of ratelimit_runtime
+//! ```
+
+use std::fmt::Display;
+
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use syn::ext::IdentExt;
+use syn::parse::{ParseStream, Parser};
+use syn::{Expr, Ident, Lit, LitFloat, LitInt, LitStr, Path, Token, UnOp};
+
+/// The largest threshold, `2^32 - 1` (`Rate::MAX_THRESHOLD` in the runtime).
+const MAX_THRESHOLD: u128 = u32::MAX as u128;
+/// The shortest period in microseconds, 1 ms (`Rate::MIN_PERIOD`).
+const MIN_PERIOD_US: u128 = 1_000;
+/// The longest period in microseconds, 100 Julian years (`Rate::MAX_PERIOD`).
+const MAX_PERIOD_US: u128 = 3_155_760_000 * 1_000_000;
+
+/// The units of a duration string, with their length in microseconds.
+const UNITS: [(&str, u128); 4] = [
+    ("h", 3_600_000_000),
+    ("m", 60_000_000),
+    ("s", 1_000_000),
+    ("ms", 1_000),
+];
+
+/// The arguments, in the order the error messages list them, with an example of each.
+const ARGUMENTS: [(&str, &str); 6] = [
+    ("period", "period = 60"),
+    ("threshold", "threshold = 10"),
+    ("key", "key = user_id"),
+    ("limiter", "limiter = &LIMITER"),
+    ("name", "name = \"login\""),
+    ("crate", "crate = \"::ratelimit_runtime\""),
+];
+
+/// Words people reach for instead of an argument's name.
+const SYNONYMS: [(&str, &str); 14] = [
+    ("window", "period"),
+    ("interval", "period"),
+    ("duration", "period"),
+    ("per", "period"),
+    ("every", "period"),
+    ("limit", "threshold"),
+    ("max", "threshold"),
+    ("count", "threshold"),
+    ("calls", "threshold"),
+    ("requests", "threshold"),
+    ("burst", "threshold"),
+    ("capacity", "threshold"),
+    ("scope", "name"),
+    ("store", "limiter"),
+];
+
+/// The validated arguments of one `#[rate_limit(...)]`.
+pub(crate) struct Args {
+    /// The window's length in microseconds, within `1 ms..=100 years`.
+    pub(crate) period_us: u64,
+    /// Admissions per window, within `1..=2^32 - 1`.
+    pub(crate) threshold: u64,
+    /// The per-call key expression.
+    pub(crate) key: Option<Expr>,
+    /// The expression evaluating to `&Limiter`.
+    pub(crate) limiter: Option<Expr>,
+    /// The scope name, non-empty.
+    pub(crate) name: Option<LitStr>,
+    /// The runtime crate's path, from `crate = "..."`.
+    pub(crate) krate: Option<Path>,
+}
+
+/// Parses and validates the attribute's arguments (the tokens between its parentheses).
+///
+/// # Errors
+///
+/// Every mistake found, one error each, combined into one [`syn::Error`]. A syntax error stops
+/// the parse (what follows it cannot be trusted); a missing argument is only reported when
+/// nothing else is wrong, since a misspelt argument would otherwise be reported twice.
+pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Args> {
+    let mut builder = ArgsBuilder::default();
+    let parsed = (|input: ParseStream| parse_arguments(input, &mut builder)).parse2(tokens.clone());
+    if let Err(syntax) = parsed {
+        builder.errors.push(syntax);
+        std::mem::take(&mut builder.errors).finish()?;
+    }
+    builder.build(&tokens)
+}
+
+fn parse_arguments(input: ParseStream, builder: &mut ArgsBuilder) -> syn::Result<()> {
+    while !input.is_empty() {
+        if !input.peek(Ident::peek_any) {
+            return Err(input
+                .error("expected `name = value` arguments, e.g. `period = 60, threshold = 10`"));
+        }
+        let name = input.call(Ident::parse_any)?;
+        let known = ARGUMENTS.iter().find(|(known, _)| name == known);
+        if !input.peek(Token![=]) {
+            return Err(match known {
+                Some((known, example)) => {
+                    error(&name, format!("`{known}` needs a value, e.g. `{example}`"))
+                }
+                None => unknown_argument(&name),
+            });
+        }
+        input.parse::<Token![=]>()?;
+        let value: Expr = input.parse()?;
+        if !input.is_empty() {
+            input.parse::<Token![,]>()?;
+        }
+        builder.set(&name, value);
+    }
+    Ok(())
+}
+
+/// The arguments as written, each with the name token that set it, before the cross-argument
+/// checks of [`ArgsBuilder::build`].
+#[derive(Default)]
+struct ArgsBuilder {
+    errors: Errors,
+    period_us: Option<u64>,
+    threshold: Option<u64>,
+    key: Option<Expr>,
+    limiter: Option<Expr>,
+    name: Option<LitStr>,
+    krate: Option<Path>,
+    /// The names already seen, for duplicates.
+    seen: Vec<String>,
+}
+
+impl ArgsBuilder {
+    fn set(&mut self, name: &Ident, value: Expr) {
+        let text = name.to_string();
+        if !ARGUMENTS.iter().any(|(known, _)| *known == text) {
+            self.errors.push(unknown_argument(name));
+            return;
+        }
+        if self.seen.contains(&text) {
+            self.errors
+                .push(error(name, format!("duplicate `{text}` argument")));
+            return;
+        }
+        self.seen.push(text.clone());
+        let value = strip_groups(value);
+        let result = match text.as_str() {
+            "period" => period(&value).map(|us| self.period_us = Some(us)),
+            "threshold" => threshold(&value).map(|n| self.threshold = Some(n)),
+            "key" => {
+                self.key = Some(value);
+                Ok(())
+            }
+            "limiter" => {
+                self.limiter = Some(value);
+                Ok(())
+            }
+            "name" => scope_name(&value).map(|lit| self.name = Some(lit)),
+            "crate" => crate_path(&value).map(|path| self.krate = Some(path)),
+            _ => unreachable!("`{text}` is in ARGUMENTS"),
+        };
+        if let Err(err) = result {
+            self.errors.push(err);
+        }
+    }
+
+    /// The cross-argument checks: `period` and `threshold` are required.
+    fn build(mut self, whole: &TokenStream) -> syn::Result<Args> {
+        let errors = std::mem::take(&mut self.errors);
+        errors.finish()?;
+        match (self.period_us, self.threshold) {
+            (Some(period_us), Some(threshold)) => Ok(Args {
+                period_us,
+                threshold,
+                key: self.key,
+                limiter: self.limiter,
+                name: self.name,
+                krate: self.krate,
+            }),
+            (None, None) => Err(syn::Error::new(
+                Span::call_site(),
+                "missing `period` and `threshold` arguments, e.g. \
+                 `#[rate_limit(period = 60, threshold = 10)]`",
+            )),
+            (None, Some(_)) => Err(missing(whole, "period")),
+            (Some(_), None) => Err(missing(whole, "threshold")),
+        }
+    }
+}
+
+fn missing(whole: &TokenStream, argument: &str) -> syn::Error {
+    let example = ARGUMENTS
+        .iter()
+        .find(|(known, _)| *known == argument)
+        .map_or("", |(_, e)| e);
+    syn::Error::new_spanned(
+        whole,
+        format!("missing `{argument}` argument, e.g. `{example}`"),
+    )
+}
+
+/// Collects errors; it panics if dropped with errors not taken by [`Errors::finish`], so an
+/// error cannot be forgotten.
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn push(&mut self, err: syn::Error) {
+        match &mut self.0 {
+            Some(errors) => errors.combine(err),
+            None => self.0 = Some(err),
+        }
+    }
+
+    fn finish(mut self) -> syn::Result<()> {
+        match self.0.take() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Errors {
+    fn drop(&mut self) {
+        if self.0.is_some() && !std::thread::panicking() {
+            panic!("rate_limit: errors collected but never reported");
+        }
+    }
+}
+
+fn error(tokens: impl ToTokens, message: impl Display) -> syn::Error {
+    syn::Error::new_spanned(tokens, message)
+}
+
+/// "unknown argument `x`", with the closest valid argument or, when none is close, the list.
+fn unknown_argument(name: &Ident) -> syn::Error {
+    let text = name.to_string();
+    let lower = text.to_lowercase();
+    // A synonym first (`limit` means `threshold` more often than `limiter`), then the nearest
+    // name within rustc's distance for typos, a third of the name's length.
+    let closest = SYNONYMS
+        .iter()
+        .find(|(word, _)| *word == lower)
+        .map(|(_, known)| *known)
+        .or_else(|| {
+            ARGUMENTS
+                .iter()
+                .map(|(known, _)| (*known, edit_distance(&lower, known)))
+                .filter(|(known, distance)| *distance <= known.len().max(3) / 3)
+                .min_by_key(|(_, distance)| *distance)
+                .map(|(known, _)| known)
+        });
+    let message = match closest {
+        Some(known) => format!("unknown argument `{text}`; did you mean `{known}`?"),
+        None => {
+            let list: Vec<String> = ARGUMENTS
+                .iter()
+                .map(|(known, _)| format!("`{known}`"))
+                .collect();
+            format!(
+                "unknown argument `{text}`; expected one of {}",
+                list.join(", ")
+            )
+        }
+    };
+    error(name, message)
+}
+
+/// The Levenshtein distance between two short ASCII-ish strings.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+/// Removes the invisible groups a `macro_rules!` fragment (`$period:expr`) is wrapped in.
+fn strip_groups(expr: Expr) -> Expr {
+    match expr {
+        Expr::Group(group) => strip_groups(*group.expr),
+        other => other,
+    }
+}
+
+/// `period = 30` (whole seconds) or `period = "1500ms"`, in microseconds.
+fn period(value: &Expr) -> syn::Result<u64> {
+    let us = match value {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Int(int) => period_seconds(int)?,
+            Lit::Str(text) => duration_us(&text.value()).map_err(|reason| {
+                error(text, format!("invalid `period` {}: {reason}", text.token()))
+            })?,
+            Lit::Float(float) => return Err(fractional_seconds(float)),
+            _ => return Err(period_type(value)),
+        },
+        Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => {
+            return Err(error(
+                value,
+                "`period` cannot be negative; it must be at least 1 ms",
+            ));
+        }
+        _ => return Err(period_type(value)),
+    };
+    period_in_range(us).map_err(|message| error(value, message))
+}
+
+fn period_type(value: &Expr) -> syn::Error {
+    error(
+        value,
+        "`period` must be an integer number of seconds or a duration string, \
+         e.g. `period = 60` or `period = \"1500ms\"`",
+    )
+}
+
+fn period_seconds(int: &LitInt) -> syn::Result<u128> {
+    let suffix = int.suffix();
+    if UNITS.iter().any(|(unit, _)| *unit == suffix) {
+        return Err(error(
+            int,
+            format!(
+                "a `period` with a unit is a string: write `period = \"{}{suffix}\"`",
+                int.base10_digits()
+            ),
+        ));
+    }
+    if !suffix.is_empty() && !is_integer_suffix(suffix) {
+        return Err(error(
+            int,
+            format!(
+                "invalid suffix `{suffix}` for `period`; units go in a string, e.g. `period = \"1500ms\"`"
+            ),
+        ));
+    }
+    // Digits beyond u128 are far beyond 100 years: saturate, then the range check reports it.
+    let seconds = int.base10_digits().parse::<u128>().unwrap_or(u128::MAX);
+    Ok(seconds.saturating_mul(1_000_000))
+}
+
+fn fractional_seconds(float: &LitFloat) -> syn::Error {
+    let suggestion = decimal_us(float.base10_digits(), 1_000_000).and_then(suggest);
+    let message = match suggestion {
+        Some(text) => format!("`period` takes whole seconds; write `period = \"{text}\"`"),
+        None => "`period` takes whole seconds or a duration string of whole milliseconds, \
+                 e.g. `period = \"1500ms\"`"
+            .to_owned(),
+    };
+    error(float, message)
+}
+
+fn period_in_range(us: u128) -> Result<u64, &'static str> {
+    if us < MIN_PERIOD_US {
+        return Err("`period` must be at least 1 ms");
+    }
+    if us > MAX_PERIOD_US {
+        return Err("`period` must be at most 100 years (3155760000 s)");
+    }
+    Ok(u64::try_from(us).expect("bounded by MAX_PERIOD_US"))
+}
+
+/// A duration string, `<integer><unit>` with no space, in microseconds (not range-checked).
+fn duration_us(text: &str) -> Result<u128, String> {
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, rest) = text.split_at(digits_end);
+    if digits.is_empty() {
+        return Err(
+            "expected an integer followed by a unit (`ms`, `s`, `m` or `h`), e.g. \"1500ms\""
+                .to_owned(),
+        );
+    }
+    if rest.starts_with('.') {
+        let unit_start = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (fraction, unit) = rest.split_at(unit_start);
+        let suggestion = unit_us(unit)
+            .and_then(|per| decimal_us(&format!("{digits}{fraction}"), per))
+            .and_then(suggest);
+        return Err(match suggestion {
+            Some(text) => format!("fractions are not supported; write \"{text}\""),
+            None => "fractions are not supported; use a smaller unit, e.g. \"1500ms\"".to_owned(),
+        });
+    }
+    let unit = rest.trim();
+    let spaced = unit.len() != rest.len();
+    if unit.is_empty() {
+        return Err(format!(
+            "missing unit; write \"{digits}s\" (units: `ms`, `s`, `m`, `h`)"
+        ));
+    }
+    let Some(per_unit) = unit_us(unit) else {
+        let hint = unit_synonym(unit).map_or_else(String::new, |known| {
+            format!(" (did you mean \"{digits}{known}\"?)")
+        });
+        return Err(format!(
+            "unknown unit `{unit}`; expected `ms`, `s`, `m` or `h` right after the number{hint}"
+        ));
+    };
+    if spaced {
+        return Err(format!(
+            "no space is allowed in a duration; write \"{digits}{unit}\""
+        ));
+    }
+    // Digits beyond u128 are far beyond 100 years: saturate, then the range check reports it.
+    let count = digits.parse::<u128>().unwrap_or(u128::MAX);
+    Ok(count.saturating_mul(per_unit))
+}
+
+fn unit_us(unit: &str) -> Option<u128> {
+    UNITS
+        .iter()
+        .find(|(known, _)| *known == unit)
+        .map(|(_, us)| *us)
+}
+
+fn unit_synonym(unit: &str) -> Option<&'static str> {
+    match unit.to_lowercase().as_str() {
+        "msec" | "msecs" | "millis" | "millisecond" | "milliseconds" => Some("ms"),
+        "sec" | "secs" | "second" | "seconds" => Some("s"),
+        "min" | "mins" | "minute" | "minutes" => Some("m"),
+        "hr" | "hrs" | "hour" | "hours" => Some("h"),
+        "ms" => Some("ms"),
+        "s" => Some("s"),
+        "m" => Some("m"),
+        "h" => Some("h"),
+        _ => None,
+    }
+}
+
+/// An exact decimal number (`1.5`, no exponent) times `per` microseconds, when whole.
+fn decimal_us(decimal: &str, per: u128) -> Option<u128> {
+    let (whole, fraction) = decimal.split_once('.').unwrap_or((decimal, ""));
+    if !whole
+        .bytes()
+        .chain(fraction.bytes())
+        .all(|b| b.is_ascii_digit())
+        || fraction.len() > 30
+    {
+        return None;
+    }
+    let scale = 10u128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let fraction: u128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().ok()?
+    };
+    let total = whole
+        .checked_mul(scale)?
+        .checked_add(fraction)?
+        .checked_mul(per)?;
+    total.is_multiple_of(scale).then(|| total / scale)
+}
+
+/// The duration string for `us` microseconds in the largest unit that divides it, when it is
+/// a whole number of milliseconds (the smallest unit).
+fn suggest(us: u128) -> Option<String> {
+    UNITS
+        .iter()
+        .find(|(_, per)| us.is_multiple_of(*per))
+        .filter(|_| us > 0)
+        .map(|(unit, per)| format!("{}{unit}", us / per))
+}
+
+fn is_integer_suffix(suffix: &str) -> bool {
+    matches!(
+        suffix,
+        "u8" | "u16"
+            | "u32"
+            | "u64"
+            | "u128"
+            | "usize"
+            | "i8"
+            | "i16"
+            | "i32"
+            | "i64"
+            | "i128"
+            | "isize"
+    )
+}
+
+/// `threshold = 10`: admissions per period, `1..=2^32 - 1`.
+fn threshold(value: &Expr) -> syn::Result<u64> {
+    const EXPECTED: &str = "`threshold` must be an integer literal, e.g. `threshold = 10`";
+    match value {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Int(int) => {
+                let suffix = int.suffix();
+                if !suffix.is_empty() && !is_integer_suffix(suffix) {
+                    return Err(error(
+                        int,
+                        format!("invalid suffix `{suffix}` for `threshold`"),
+                    ));
+                }
+                let count = int.base10_digits().parse::<u128>().unwrap_or(u128::MAX);
+                if count == 0 {
+                    return Err(error(int, "`threshold` must be at least 1"));
+                }
+                if count > MAX_THRESHOLD {
+                    return Err(error(
+                        int,
+                        "`threshold` must be at most 4294967295 (2^32 - 1)",
+                    ));
+                }
+                Ok(u64::try_from(count).expect("bounded by MAX_THRESHOLD"))
+            }
+            Lit::Str(text) if text.value().trim().parse::<u128>().is_ok() => Err(error(
+                text,
+                format!(
+                    "`threshold` must be an integer, not a string: write `threshold = {}`",
+                    text.value().trim()
+                ),
+            )),
+            _ => Err(error(value, EXPECTED)),
+        },
+        Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => Err(error(
+            value,
+            "`threshold` cannot be negative; it must be at least 1",
+        )),
+        _ => Err(error(value, EXPECTED)),
+    }
+}
+
+/// `name = "login"`: a non-empty string literal.
+fn scope_name(value: &Expr) -> syn::Result<LitStr> {
+    match value {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Str(text) if text.value().is_empty() => {
+                Err(error(text, "`name` must not be empty"))
+            }
+            Lit::Str(text) => Ok(text.clone()),
+            _ => Err(error(
+                value,
+                "`name` must be a string literal, e.g. `name = \"login\"`",
+            )),
+        },
+        _ => Err(error(
+            value,
+            "`name` must be a string literal, e.g. `name = \"login\"`",
+        )),
+    }
+}
+
+/// `crate = "path::to::ratelimit_runtime"`.
+fn crate_path(value: &Expr) -> syn::Result<Path> {
+    const EXPECTED: &str =
+        "`crate` must be a path in a string, e.g. `crate = \"::ratelimit_runtime\"`";
+    match value {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Str(text) => text.parse::<Path>().map_err(|_| error(text, EXPECTED)),
+            _ => Err(error(value, EXPECTED)),
+        },
+        _ => Err(error(value, EXPECTED)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::*;
+
+    /// The messages of every error for `tokens`, in order.
+    fn errors(tokens: TokenStream) -> Vec<String> {
+        match parse(tokens) {
+            Ok(_) => Vec::new(),
+            Err(err) => err.into_iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    fn error_of(tokens: TokenStream) -> String {
+        let all = errors(tokens);
+        assert_eq!(all.len(), 1, "one error expected: {all:?}");
+        all.into_iter().next().unwrap_or_default()
+    }
+
+    fn period_of(tokens: TokenStream) -> u64 {
+        match parse(tokens) {
+            Ok(args) => args.period_us,
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    #[test]
+    fn accepts_every_argument() {
+        let args = parse(quote! {
+            period = 30, threshold = 2, key = user.id, limiter = &LIMITER,
+            name = "login", crate = "::my_runtime",
+        })
+        .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(args.period_us, 30_000_000);
+        assert_eq!(args.threshold, 2);
+        assert_eq!(args.key.to_token_stream().to_string(), "user . id");
+        assert_eq!(args.limiter.to_token_stream().to_string(), "& LIMITER");
+        assert_eq!(args.name.map(|name| name.value()).as_deref(), Some("login"));
+        assert_eq!(args.krate.to_token_stream().to_string(), ":: my_runtime");
+    }
+
+    #[test]
+    fn periods_in_every_unit_and_at_the_bounds() {
+        assert_eq!(period_of(quote!(period = 1, threshold = 1)), 1_000_000);
+        assert_eq!(period_of(quote!(period = "1ms", threshold = 1)), 1_000);
+        assert_eq!(
+            period_of(quote!(period = "1500ms", threshold = 1)),
+            1_500_000
+        );
+        assert_eq!(period_of(quote!(period = "30s", threshold = 1)), 30_000_000);
+        assert_eq!(period_of(quote!(period = "2m", threshold = 1)), 120_000_000);
+        assert_eq!(
+            period_of(quote!(period = "1h", threshold = 1)),
+            3_600_000_000
+        );
+        assert_eq!(
+            period_of(quote!(period = 3155760000, threshold = 1)),
+            3_155_760_000_000_000
+        );
+        assert_eq!(
+            period_of(quote!(period = "876600h", threshold = 1)),
+            3_155_760_000_000_000
+        );
+        assert_eq!(period_of(quote!(period = 0x10, threshold = 1)), 16_000_000);
+        assert_eq!(period_of(quote!(period = 30u64, threshold = 1)), 30_000_000);
+    }
+
+    #[test]
+    fn threshold_bounds() {
+        let max = parse(quote!(period = 1, threshold = 4294967295)).map(|args| args.threshold);
+        assert_eq!(max.ok(), Some(4_294_967_295));
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 0)),
+            "`threshold` must be at least 1"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = -1)),
+            "`threshold` cannot be negative; it must be at least 1"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 4294967296)),
+            "`threshold` must be at most 4294967295 (2^32 - 1)"
+        );
+        assert_eq!(
+            error_of(quote!(
+                period = 1,
+                threshold = 340282366920938463463374607431768211456
+            )),
+            "`threshold` must be at most 4294967295 (2^32 - 1)"
+        );
+    }
+
+    #[test]
+    fn threshold_of_the_wrong_kind() {
+        let expected = "`threshold` must be an integer literal, e.g. `threshold = 10`";
+        assert_eq!(error_of(quote!(period = 1, threshold = "x")), expected);
+        assert_eq!(error_of(quote!(period = 1, threshold = 1.5)), expected);
+        assert_eq!(error_of(quote!(period = 1, threshold = LIMIT)), expected);
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = "10")),
+            "`threshold` must be an integer, not a string: write `threshold = 10`"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 10ms)),
+            "invalid suffix `ms` for `threshold`"
+        );
+    }
+
+    #[test]
+    fn period_bounds() {
+        for tokens in [
+            quote!(period = 0, threshold = 1),
+            quote!(period = "0s", threshold = 1),
+            quote!(period = "0ms", threshold = 1),
+        ] {
+            assert_eq!(error_of(tokens), "`period` must be at least 1 ms");
+        }
+        let too_long = "`period` must be at most 100 years (3155760000 s)";
+        assert_eq!(
+            error_of(quote!(period = 3155760001, threshold = 1)),
+            too_long
+        );
+        assert_eq!(
+            error_of(quote!(period = "876601h", threshold = 1)),
+            too_long
+        );
+        assert_eq!(
+            error_of(quote!(period = "99999999999999999999h", threshold = 1)),
+            too_long
+        );
+        assert_eq!(
+            error_of(quote!(
+                period = "999999999999999999999999999999999999999999999ms",
+                threshold = 1
+            )),
+            too_long
+        );
+        assert_eq!(
+            error_of(quote!(
+                period = 999999999999999999999999999999999999999999999,
+                threshold = 1
+            )),
+            too_long
+        );
+        assert_eq!(
+            error_of(quote!(period = -5, threshold = 1)),
+            "`period` cannot be negative; it must be at least 1 ms"
+        );
+    }
+
+    #[test]
+    fn fractional_periods_suggest_a_smaller_unit() {
+        assert_eq!(
+            error_of(quote!(period = 1.5, threshold = 1)),
+            "`period` takes whole seconds; write `period = \"1500ms\"`"
+        );
+        assert_eq!(
+            error_of(quote!(period = 0.25, threshold = 1)),
+            "`period` takes whole seconds; write `period = \"250ms\"`"
+        );
+        assert_eq!(
+            error_of(quote!(period = 0.0001, threshold = 1)),
+            "`period` takes whole seconds or a duration string of whole milliseconds, \
+             e.g. `period = \"1500ms\"`"
+        );
+        assert_eq!(
+            error_of(quote!(period = "1.5h", threshold = 1)),
+            "invalid `period` \"1.5h\": fractions are not supported; write \"90m\""
+        );
+        assert_eq!(
+            error_of(quote!(period = "0.5ms", threshold = 1)),
+            "invalid `period` \"0.5ms\": fractions are not supported; use a smaller unit, \
+             e.g. \"1500ms\""
+        );
+    }
+
+    #[test]
+    fn malformed_duration_strings() {
+        let cases = [
+            (
+                "abc",
+                "expected an integer followed by a unit (`ms`, `s`, `m` or `h`), e.g. \"1500ms\"",
+            ),
+            (
+                "",
+                "expected an integer followed by a unit (`ms`, `s`, `m` or `h`), e.g. \"1500ms\"",
+            ),
+            (
+                " 10s",
+                "expected an integer followed by a unit (`ms`, `s`, `m` or `h`), e.g. \"1500ms\"",
+            ),
+            (
+                "10",
+                "missing unit; write \"10s\" (units: `ms`, `s`, `m`, `h`)",
+            ),
+            ("10 s", "no space is allowed in a duration; write \"10s\""),
+            ("10s ", "no space is allowed in a duration; write \"10s\""),
+            (
+                "10 parsecs",
+                "unknown unit `parsecs`; expected `ms`, `s`, `m` or `h` right after the number",
+            ),
+            (
+                "10secs",
+                "unknown unit `secs`; expected `ms`, `s`, `m` or `h` right after the number \
+                 (did you mean \"10s\"?)",
+            ),
+            (
+                "10S",
+                "unknown unit `S`; expected `ms`, `s`, `m` or `h` right after the number \
+                 (did you mean \"10s\"?)",
+            ),
+            (
+                "5 minutes",
+                "unknown unit `minutes`; expected `ms`, `s`, `m` or `h` right after the number \
+                 (did you mean \"5m\"?)",
+            ),
+            (
+                "10us",
+                "unknown unit `us`; expected `ms`, `s`, `m` or `h` right after the number",
+            ),
+        ];
+        for (text, reason) in cases {
+            let literal = LitStr::new(text, Span::call_site());
+            assert_eq!(
+                error_of(quote!(period = #literal, threshold = 1)),
+                format!("invalid `period` {}: {reason}", literal.token()),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn period_of_the_wrong_kind() {
+        let expected = "`period` must be an integer number of seconds or a duration string, \
+                        e.g. `period = 60` or `period = \"1500ms\"`";
+        assert_eq!(error_of(quote!(period = PERIOD, threshold = 1)), expected);
+        assert_eq!(error_of(quote!(period = true, threshold = 1)), expected);
+        assert_eq!(
+            error_of(quote!(period = 1500ms, threshold = 1)),
+            "a `period` with a unit is a string: write `period = \"1500ms\"`"
+        );
+        assert_eq!(
+            error_of(quote!(period = 10days, threshold = 1)),
+            "invalid suffix `days` for `period`; units go in a string, e.g. `period = \"1500ms\"`"
+        );
+    }
+
+    #[test]
+    fn unknown_arguments_suggest_the_closest() {
+        assert_eq!(
+            error_of(quote!(period = 1, thresold = 2)),
+            "unknown argument `thresold`; did you mean `threshold`?"
+        );
+        assert_eq!(
+            error_of(quote!(perod = 1, threshold = 2)),
+            "unknown argument `perod`; did you mean `period`?"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 2, Key = id)),
+            "unknown argument `Key`; did you mean `key`?"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, limit = 2)),
+            "unknown argument `limit`; did you mean `threshold`?"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 2, colour = "red")),
+            "unknown argument `colour`; expected one of `period`, `threshold`, `key`, \
+             `limiter`, `name`, `crate`"
+        );
+    }
+
+    #[test]
+    fn duplicates_and_missing_arguments() {
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 2, period = 3)),
+            "duplicate `period` argument"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 2, key = a, key = b)),
+            "duplicate `key` argument"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1)),
+            "missing `threshold` argument, e.g. `threshold = 10`"
+        );
+        assert_eq!(
+            error_of(quote!(threshold = 1)),
+            "missing `period` argument, e.g. `period = 60`"
+        );
+        let both = "missing `period` and `threshold` arguments, e.g. \
+                    `#[rate_limit(period = 60, threshold = 10)]`";
+        assert_eq!(error_of(quote!()), both);
+        assert_eq!(error_of(quote!(name = "x")), both);
+    }
+
+    #[test]
+    fn one_error_per_mistake() {
+        // The misspelt `threshold` is not also reported missing.
+        assert_eq!(
+            errors(quote!(period = "abc", threshold = 0, thresold = 2)),
+            [
+                "invalid `period` \"abc\": expected an integer followed by a unit \
+                 (`ms`, `s`, `m` or `h`), e.g. \"1500ms\"",
+                "`threshold` must be at least 1",
+                "unknown argument `thresold`; did you mean `threshold`?",
+            ]
+        );
+        // An invalid `period` is not also reported missing.
+        assert_eq!(errors(quote!(period = "x", threshold = 1)).len(), 1);
+    }
+
+    #[test]
+    fn syntax_errors() {
+        assert_eq!(
+            error_of(quote!(30, 2)),
+            "expected `name = value` arguments, e.g. `period = 60, threshold = 10`"
+        );
+        assert_eq!(
+            error_of(quote!(period, threshold = 1)),
+            "`period` needs a value, e.g. `period = 60`"
+        );
+        assert_eq!(error_of(quote!(period = 1 threshold = 2)), "expected `,`");
+        // A syntax error after a mistake reports both, and nothing more.
+        assert_eq!(errors(quote!(thresold = 1, period)).len(), 2);
+    }
+
+    #[test]
+    fn name_and_crate() {
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, name = "")),
+            "`name` must not be empty"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, name = login)),
+            "`name` must be a string literal, e.g. `name = \"login\"`"
+        );
+        let bad_crate =
+            "`crate` must be a path in a string, e.g. `crate = \"::ratelimit_runtime\"`";
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, crate = "not a path")),
+            bad_crate
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, crate = ratelimit)),
+            bad_crate
+        );
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("thresold", "threshold"), 1);
+        assert_eq!(edit_distance("", "key"), 3);
+        assert_eq!(edit_distance("name", "name"), 0);
+        assert_eq!(edit_distance("limitr", "limiter"), 1);
+    }
+}
