@@ -83,6 +83,13 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
     let err = Ident::new("__err", site);
     let scope_fn = Ident::new("__ratelimit_scope", site);
 
+    // The body's braces, as written but in the macro's context: to rustc's `unused_braces`
+    // lint, the block we nest the body in looks like the user's, and a one-expression body
+    // (`{ Ok(()) }`) would be reported as unnecessary braces.
+    let mut body_block = Group::new(Delimiter::Brace, body.stream());
+    body_block.set_span(site.located_at(body.span()));
+    let body = body_block;
+
     let threshold = Literal::u64_unsuffixed(args.threshold);
     let period_us = Literal::u64_unsuffixed(args.period_us);
 
