@@ -268,8 +268,8 @@ impl LimiterBuilder {
     ///
     /// # Errors
     ///
-    /// [`RateLimitError::InvalidConfig`] for a malformed or unsupported Redis URL, or a zero
-    /// timeout.
+    /// [`RateLimitError::InvalidConfig`] for a malformed or unsupported Redis URL (`rediss://`,
+    /// TLS, is not supported yet), or a zero timeout.
     #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
     pub async fn build(self) -> Result<Limiter, RateLimitError> {
         self.build_now()
@@ -287,7 +287,13 @@ impl LimiterBuilder {
             Some(url) => Store::Redis(
                 RedisStore::new(url, &self.key_prefix, self.timeout).map_err(|error| {
                     // redis-rs does not echo the URL (or its password) in this error.
-                    RateLimitError::InvalidConfig(format!("Redis URL: {error}").into())
+                    RateLimitError::InvalidConfig(
+                        format!(
+                            "unusable Redis URL ({error}); expected \
+                             redis://[[user]:password@]host[:port][/db] or redis+unix:///path"
+                        )
+                        .into(),
+                    )
                 })?,
             ),
         };

@@ -106,7 +106,7 @@ impl RedisStore {
                     // Let the next check build a fresh connection manager.
                     self.write_connections().remove(&runtime.id());
                 }
-                return Err(StoreError::Redis(err));
+                return Err(self.store_error(err));
             }
         };
         decode(&reply, rate.threshold())
@@ -122,15 +122,29 @@ impl RedisStore {
         if let Some(connection) = self.cached(id) {
             return Ok(connection);
         }
+        // One attempt per check: retrying inside a check (with backoff) would spend the whole
+        // timeout on a refused connection and report a timeout instead of the refusal. The
+        // next check (or the manager, after a dropped connection) tries again.
         let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(0)
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
         let connection = ConnectionManager::new_with_config(self.client.clone(), config)
             .await
-            .map_err(StoreError::Redis)?;
+            .map_err(|err| self.store_error(err))?;
         self.write_connections().insert(id, connection.clone());
         runtime.spawn(forget_on_shutdown(id, Arc::downgrade(&self.connections)));
         Ok(connection)
+    }
+
+    /// The error of a failed check: redis-rs's own connection and response timeouts (set to
+    /// the store's) are reported as the check's timeout, like the one that bounds it.
+    fn store_error(&self, err: redis::RedisError) -> StoreError {
+        if err.is_timeout() {
+            StoreError::Timeout(self.timeout)
+        } else {
+            StoreError::Redis(err)
+        }
     }
 
     fn cached(&self, id: RuntimeId) -> Option<ConnectionManager> {
