@@ -119,6 +119,24 @@ impl TestRedis {
             .expect("connect to the test Redis")
     }
 
+    /// Deletes the keys under `prefix`, so that a test leaves nothing behind on a shared server
+    /// (`RATELIMIT_TEST_REDIS_URL`).
+    ///
+    /// # Panics
+    ///
+    /// When the server cannot be reached.
+    pub async fn clean_up(&self, prefix: &str) {
+        use redis::AsyncCommands;
+        let mut connection = self.connection().await;
+        let keys: Vec<String> = connection
+            .keys(format!("{prefix}*"))
+            .await
+            .expect("list the test's keys");
+        if !keys.is_empty() {
+            let _: usize = connection.del(keys).await.expect("delete the test's keys");
+        }
+    }
+
     /// Stops a private server now (a given one is left alone).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

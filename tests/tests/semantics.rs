@@ -15,29 +15,37 @@ const SECOND: u64 = 1_000_000;
 /// A limiter of either store, and the Redis server behind it (kept alive for the test).
 struct Store {
     limiter: Limiter,
-    _redis: Option<TestRedis>,
+    redis: Option<(TestRedis, String)>,
 }
 
 impl Store {
     fn memory() -> Store {
         Store {
             limiter: Limiter::memory(),
-            _redis: None,
+            redis: None,
         }
     }
 
     async fn redis(name: &str) -> Store {
         let redis = TestRedis::start();
+        let prefix = unique_prefix(name);
         let limiter = Limiter::builder()
             .redis_url(redis.url())
-            .key_prefix(&unique_prefix(name))
+            .key_prefix(&prefix)
             .timeout(Duration::from_secs(5))
             .build()
             .await
             .expect("build a Redis limiter");
         Store {
             limiter,
-            _redis: Some(redis),
+            redis: Some((redis, prefix)),
+        }
+    }
+
+    /// Deletes the test's keys, in case the server is a shared one.
+    async fn clean_up(&self) {
+        if let Some((redis, prefix)) = &self.redis {
+            redis.clean_up(prefix).await;
         }
     }
 
@@ -68,7 +76,9 @@ macro_rules! on_both_stores {
         mod redis {
             $(#[tokio::test]
             async fn $case() {
-                super::$case(&super::Store::redis(stringify!($case)).await).await;
+                let store = super::Store::redis(stringify!($case)).await;
+                super::$case(&store).await;
+                store.clean_up().await;
             })*
         }
     };
