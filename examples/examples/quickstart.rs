@@ -1,7 +1,7 @@
 //! `#[rate_limit(period = 30, threshold = 2)]` on an async fn, called five times: two calls are
 //! admitted, three denied (the body does not run), each denial with its retry-after.
 //!
-//! In process by default; through Redis when `REDIS_URL` is set, e.g.
+//! In process by default; through Redis when `REDIS_URL` (or `RATELIMIT_REDIS_URL`) is set, e.g.
 //! `REDIS_URL=redis://127.0.0.1:6379/ cargo run -p examples --example quickstart`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -15,20 +15,28 @@ async fn say_hi(user: &str) -> Result<String, RateLimitError> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), RateLimitError> {
-    let store = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => {
+async fn main() {
+    // The same variables the default limiter reads: RATELIMIT_REDIS_URL, else REDIS_URL.
+    let url = ["RATELIMIT_REDIS_URL", "REDIS_URL"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok().filter(|url| !url.is_empty()));
+    let store = match url {
+        Some(url) => {
             // Fail closed here so that a Redis that cannot be reached shows as an error
             // instead of being answered by the in-process fallback.
             let limiter = Limiter::builder()
                 .redis_url(&url)
                 .failure_policy(FailurePolicy::Closed)
                 .build()
-                .await?;
+                .await
+                .unwrap_or_else(|error| {
+                    eprintln!("cannot use that Redis: {error}");
+                    std::process::exit(2);
+                });
             set_global(limiter).expect("the default limiter is set once, before any call");
-            "Redis (REDIS_URL)"
+            "Redis"
         }
-        _ => "in process (set REDIS_URL to use Redis)",
+        None => "in process (set REDIS_URL to use Redis)",
     };
     println!("store: {store}");
 
@@ -51,5 +59,4 @@ async fn main() -> Result<(), RateLimitError> {
             Err(error) => println!("call {call}: error: {error}"),
         }
     }
-    Ok(())
 }
