@@ -38,8 +38,12 @@ if count < threshold then
   end
   local reset_after = newest + period - now
   -- PEXPIRE counts milliseconds on the server's own clock: round up, plus 1 ms, so the key
-  -- never expires before its newest admission leaves the window.
-  redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + 1)
+  -- never expires before its newest admission leaves the window. Never shorten it: another
+  -- rate with a longer period may share the key (the count > 0 case; a new set has no TTL).
+  local ttl = math.ceil(reset_after / 1000) + 1
+  if count == 0 or redis.call('PTTL', key) < ttl then
+    redis.call('PEXPIRE', key, ttl)
+  end
   return {1, count + 1, 0, reset_after}
 end
 
