@@ -142,6 +142,14 @@ pub enum StoreError {
     Misconfigured(Cow<'static, str>),
 }
 
+impl StoreError {
+    /// `false` for an error that concerns one key only (a key holding another type of value,
+    /// written by someone else under the prefix): not an outage of the store.
+    pub(crate) fn is_outage(&self) -> bool {
+        !matches!(self, StoreError::Redis(error) if error.code() == Some("WRONGTYPE"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 /// happened in the half-open window `(now - period, now]`: an admission at `t` stops counting at
 /// exactly `t + period`. Denied calls are not recorded, so a client that keeps retrying is
 /// admitted as soon as the window frees. Every admission is recorded as its own entry, even
-/// many in the same microsecond. Check and record are one atomic step.
+/// many in the same microsecond. Check and record are one atomic step. Admissions recorded at
+/// a time later than `now` (explicit times out of order, a Redis clock stepped back) count as
+/// in the window, so that no window of length `period` ever holds more than `threshold`
+/// admissions. A key is meant for one rate: a shorter period checked on a key also evicts
+/// the admissions a longer one would still count.
 ///
 /// This is the sliding window log algorithm (named so in Figma's "An alternative approach to
 /// rate limiting", 2017; kept in Redis sorted sets as in the Java `@RateLimit` articles this
@@ -60,6 +64,8 @@ struct Inner {
     fallback: MemoryStore,
     /// Set while the store is failing, so an outage is logged once, not once per call.
     degraded: AtomicBool,
+    /// Set once a key was found holding something other than a sorted set (logged once).
+    foreign_key_seen: AtomicBool,
 }
 
 #[allow(clippy::large_enum_variant)] // one per limiter, behind its `Arc`
@@ -91,6 +97,7 @@ impl Limiter {
                 policy,
                 fallback: MemoryStore::new(),
                 degraded: AtomicBool::new(false),
+                foreign_key_seen: AtomicBool::new(false),
             }),
         }
     }
@@ -149,7 +156,7 @@ impl Limiter {
     ) -> Result<Decision, RateLimitError> {
         let outcome = match &self.inner.store {
             Store::Memory(store) => {
-                return Ok(store.check(key, rate, now_us.unwrap_or_else(clock::now_us)));
+                return Ok(store.check(key, rate, now_us));
             }
             Store::Redis(store) => store.check(key, rate, now_us).await,
             Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
@@ -175,7 +182,13 @@ impl Limiter {
         error: StoreError,
     ) -> Result<Decision, RateLimitError> {
         let policy = self.inner.policy;
-        if !self.inner.degraded.swap(true, Ordering::Relaxed) {
+        if !error.is_outage() {
+            // One bad key is not an outage: other keys keep their store, and the logs stay
+            // quiet about recoveries that are not.
+            if !self.inner.foreign_key_seen.swap(true, Ordering::Relaxed) {
+                tracing::warn!(%error, ?policy, "a rate limit key holds a value that is not a sorted set (another application writes under this prefix?); its checks are answered by the failure policy");
+            }
+        } else if !self.inner.degraded.swap(true, Ordering::Relaxed) {
             tracing::warn!(%error, ?policy, "rate limit store unavailable; answering by the failure policy");
         }
         tracing::debug!(%error, key, ?policy, "check answered by the failure policy");
@@ -186,12 +199,7 @@ impl Limiter {
                 rate.period(),
             )),
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
-            FailurePolicy::Local => {
-                Ok(self
-                    .inner
-                    .fallback
-                    .check(key, rate, now_us.unwrap_or_else(clock::now_us)))
-            }
+            FailurePolicy::Local => Ok(self.inner.fallback.check(key, rate, now_us)),
         }
     }
 }

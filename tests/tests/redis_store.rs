@@ -331,3 +331,47 @@ fn runtime_for_clean_up() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// A key someone else wrote with another type fails alone (by the policy); other keys, and
+/// the TTL a longer rate needs, are not affected.
+#[tokio::test]
+async fn a_foreign_key_fails_alone() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("foreign");
+    let limiter = limiter(&redis, &prefix).await;
+    let mut connection = redis.connection().await;
+    let _: () = connection
+        .set(format!("{prefix}poisoned"), "x")
+        .await
+        .unwrap();
+    let limit = rate(5, Duration::from_secs(60));
+    for _ in 0..3 {
+        let error = limiter.check("poisoned", limit).await.unwrap_err();
+        assert!(
+            matches!(&error, RateLimitError::Unavailable(StoreError::Redis(cause)) if cause.code() == Some("WRONGTYPE")),
+            "{error:?}"
+        );
+        assert!(limiter.check("healthy", limit).await.unwrap().allowed);
+    }
+    redis.clean_up(&prefix).await;
+}
+
+/// Two rates on one key (a shared `name`, or a deploy that changed a period): the shorter
+/// one's admission never shortens the TTL the longer one's admissions need.
+#[tokio::test]
+async fn a_shorter_rate_never_shortens_the_ttl() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("two-rates");
+    let limiter = limiter(&redis, &prefix).await;
+    let long = rate(2, Duration::from_secs(100));
+    let short = rate(2, Duration::from_millis(1));
+    assert!(limiter.check("shared", long).await.unwrap().allowed);
+    assert!(limiter.check("shared", short).await.unwrap().allowed);
+    let mut connection = redis.connection().await;
+    let ttl: i64 = connection.pttl(format!("{prefix}shared")).await.unwrap();
+    assert!(
+        ttl > 90_000,
+        "the long rate's admission still needs the key: {ttl} ms"
+    );
+    redis.clean_up(&prefix).await;
+}

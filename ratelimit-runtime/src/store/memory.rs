@@ -10,12 +10,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::{Decision, Rate};
+use crate::{Decision, Rate, clock};
 
 /// A sliding window log per key, in memory.
 ///
 /// Keys whose every admission has left its window are dropped by an amortised sweep, so memory
-/// stays proportional to the keys active within their period (times their admissions). A shard
+/// stays proportional to the keys active within their period (times their admissions). A key is
+/// dropped only when it is expired both at the sweeping check's time and by the wall clock (its
+/// last admission a period ago), so that checks with explicit times far from the wall clock
+/// (`check_at`) cannot sweep away keys other callers still count on. A shard
 /// sweeps itself once it has seen as many checks as it holds keys (at least 64), and then also
 /// sweeps one other shard in turn, so that shards no check reaches any more are emptied too.
 pub(crate) struct MemoryStore {
@@ -36,8 +39,17 @@ struct Shard {
 /// One key's admissions, microseconds since the Unix epoch, sorted ascending.
 struct Log {
     admissions: VecDeque<u64>,
-    /// When the newest admission leaves its window (µs): the log can be dropped from then on.
+    /// When the newest admission leaves its window (µs, on the checks' clock).
     expires_at: u64,
+    /// The wall clock (µs) a period after the latest admission was made.
+    idle_at: u64,
+}
+
+/// The time of a check: the one it is checked at, and the wall clock's.
+#[derive(Clone, Copy)]
+struct Now {
+    at: u64,
+    wall: u64,
 }
 
 impl MemoryStore {
@@ -51,38 +63,48 @@ impl MemoryStore {
         }
     }
 
-    /// Checks `key` against `rate` at `now_us` (microseconds since the Unix epoch) and records
-    /// the call when it is admitted.
-    pub(crate) fn check(&self, key: &str, rate: Rate, now_us: u64) -> Decision {
+    /// Checks `key` against `rate` at `at` (microseconds since the Unix epoch; `None`: the
+    /// wall clock) and records the call when it is admitted.
+    pub(crate) fn check(&self, key: &str, rate: Rate, at: Option<u64>) -> Decision {
+        let wall = clock::now_us();
+        let now = Now {
+            at: at.unwrap_or(wall),
+            wall,
+        };
+        self.check_now(key, rate, now)
+    }
+
+    fn check_now(&self, key: &str, rate: Rate, now: Now) -> Decision {
         let index = self.hasher.hash_one(key) as usize & (self.shards.len() - 1);
         let mut shard = self.shards[index]
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let swept = shard.sweep_if_due(now_us);
+        let swept = shard.sweep_if_due(now);
         let decision = match shard.logs.get_mut(key) {
-            Some(log) => log.check(rate, now_us),
+            Some(log) => log.check(rate, now),
             None => {
                 let mut log = Log {
                     admissions: VecDeque::new(),
                     expires_at: 0,
+                    idle_at: 0,
                 };
-                let decision = log.check(rate, now_us);
+                let decision = log.check(rate, now);
                 shard.logs.insert(key.into(), log);
                 decision
             }
         };
         drop(shard);
         if swept {
-            self.sweep_another(now_us);
+            self.sweep_another(now);
         }
         decision
     }
 
     /// Sweeps the shard under the cursor, unless another caller holds it right now.
-    fn sweep_another(&self, now_us: u64) {
+    fn sweep_another(&self, now: Now) {
         let next = self.sweep_cursor.fetch_add(1, Ordering::Relaxed) & (self.shards.len() - 1);
         if let Ok(mut shard) = self.shards[next].try_lock() {
-            shard.sweep(now_us);
+            shard.sweep(now);
         }
     }
 
@@ -104,25 +126,28 @@ impl MemoryStore {
 
 impl Shard {
     /// Sweeps when due; `true` when it did.
-    fn sweep_if_due(&mut self, now_us: u64) -> bool {
+    fn sweep_if_due(&mut self, now: Now) -> bool {
         self.checks_since_sweep += 1;
         let due = self.checks_since_sweep >= self.logs.len().max(64);
         if due {
-            self.sweep(now_us);
+            self.sweep(now);
         }
         due
     }
 
-    /// Drops the logs whose newest admission has left its window.
-    fn sweep(&mut self, now_us: u64) {
+    /// Drops the logs whose newest admission has left its window, at `now` and by the wall
+    /// clock.
+    fn sweep(&mut self, now: Now) {
         self.checks_since_sweep = 0;
-        self.logs.retain(|_, log| log.expires_at > now_us);
+        self.logs
+            .retain(|_, log| log.expires_at > now.at || log.idle_at > now.wall);
     }
 }
 
 impl Log {
-    fn check(&mut self, rate: Rate, now_us: u64) -> Decision {
+    fn check(&mut self, rate: Rate, now: Now) -> Decision {
         let period = rate.period_us();
+        let now_us = now.at;
         // The window is (now - period, now]: an admission at `t` counts while t + period > now.
         while self
             .admissions
@@ -139,6 +164,7 @@ impl Log {
             self.admissions.insert(at, now_us);
             let newest = *self.admissions.back().unwrap_or(&now_us);
             self.expires_at = self.expires_at.max(newest.saturating_add(period));
+            self.idle_at = self.idle_at.max(now.wall.saturating_add(period));
             Decision::admitted(
                 threshold,
                 threshold - count - 1,
@@ -168,17 +194,31 @@ mod tests {
 
     const SECOND: u64 = 1_000_000;
 
+    /// A check at `at` with the wall clock reading `wall` (both in seconds).
+    fn at(at: u64, wall: u64) -> Now {
+        Now {
+            at: at * SECOND,
+            wall: wall * SECOND,
+        }
+    }
+
     #[test]
     fn idle_keys_are_swept() {
         let store = MemoryStore::new();
         let rate = Rate::new(1, Duration::from_secs(1)).unwrap();
         for i in 0..10_000 {
-            assert!(store.check(&format!("k{i}"), rate, SECOND).allowed);
+            assert!(store.check_now(&format!("k{i}"), rate, at(1, 100)).allowed);
         }
         assert_eq!(store.len(), 10_000);
-        // Once every period has passed, checks on other keys sweep the old ones away.
+        // Expired at the checks' time but not yet by the wall clock: kept.
         for i in 0..20_000 {
-            store.check(&format!("fresh{}", i % 8), rate, 3 * SECOND);
+            store.check_now(&format!("fresh{}", i % 8), rate, at(3, 100));
+        }
+        assert_eq!(store.len(), 10_008);
+        // Once a period has passed by both, checks on other keys sweep the old ones away,
+        // shard after shard.
+        for i in 0..20_000 {
+            store.check_now(&format!("fresh{}", i % 8), rate, at(3, 102));
         }
         assert_eq!(store.len(), 8);
     }
@@ -187,12 +227,26 @@ mod tests {
     fn out_of_order_timestamps_stay_sorted() {
         let store = MemoryStore::new();
         let rate = Rate::new(3, Duration::from_secs(10)).unwrap();
-        assert!(store.check("k", rate, 5 * SECOND).allowed);
-        assert!(store.check("k", rate, 2 * SECOND).allowed);
-        assert!(store.check("k", rate, 4 * SECOND).allowed);
-        let denied = store.check("k", rate, 6 * SECOND);
+        assert!(store.check("k", rate, Some(5 * SECOND)).allowed);
+        assert!(store.check("k", rate, Some(2 * SECOND)).allowed);
+        assert!(store.check("k", rate, Some(4 * SECOND)).allowed);
+        let denied = store.check("k", rate, Some(6 * SECOND));
         // The oldest admission (2 s) frees the window at 12 s.
         assert_eq!(denied.retry_after, Some(Duration::from_secs(6)));
         assert_eq!(denied.reset_after, Duration::from_secs(9));
+    }
+
+    /// Checks at a time far ahead of a key's own (here: an hour after the wall clock) do not
+    /// sweep it away while it still counts.
+    #[test]
+    fn sweeps_at_other_times_keep_keys_that_still_count() {
+        let store = MemoryStore::new();
+        let rate = Rate::new(1, Duration::from_secs(60)).unwrap();
+        assert!(store.check("victim", rate, None).allowed);
+        let hour_ahead = clock::now_us() + 3_600 * SECOND;
+        for i in 0..20_000 {
+            store.check(&format!("other{}", i % 8), rate, Some(hour_ahead));
+        }
+        assert!(!store.check("victim", rate, None).allowed);
     }
 }
