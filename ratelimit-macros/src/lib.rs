@@ -79,7 +79,9 @@ use proc_macro::TokenStream;
 /// Optional: the scope, a non-empty string literal (`name = "login"`). Functions with the same
 /// `name` share their counters. Without it the scope is the function's path, such as
 /// `app::handlers::login` or `app::Session<_>::login` (distinct for same-named methods of
-/// different types); set a `name` to keep keys stable when code moves.
+/// different types). Set a `name` to keep keys stable when code moves or the compiler
+/// changes: the default comes from `std::any::type_name`, whose output Rust does not promise
+/// to keep.
 ///
 /// # `crate`
 ///
