@@ -1,17 +1,20 @@
 //! The Redis store: one sorted set per key, checked by one atomic Lua script.
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, ErrorKind, RedisWrite as _, ServerErrorKind};
 use tokio::runtime::{Handle, Id as RuntimeId};
 
 use crate::error::StoreError;
 use crate::{Decision, Rate};
 
-/// The sliding window log script, run through `EVALSHA` (loaded again on `NOSCRIPT`).
+/// The sliding window log script, run through `EVALSHA` (see [`evalsha`]; loaded again on
+/// `NOSCRIPT`).
 ///
 /// `KEYS[1]`: the key's sorted set (scores: integer microseconds since the Unix epoch).
 /// `ARGV`: period (µs), threshold, a unique member, now (µs since the Unix epoch, or empty for
@@ -87,19 +90,17 @@ impl RedisStore {
         now_us: Option<u64>,
     ) -> Result<Decision, StoreError> {
         let mut connection = self.connection(runtime).await?;
-        let mut full_key = String::with_capacity(self.prefix.len() + key.len());
-        full_key.push_str(&self.prefix);
-        full_key.push_str(key);
-        let mut invocation = SLIDING_WINDOW.key(full_key);
-        invocation
-            .arg(rate.period_us())
-            .arg(rate.threshold())
-            .arg(&self.members.next()[..]);
-        match now_us {
-            Some(now) => invocation.arg(now),
-            None => invocation.arg(""),
-        };
-        let reply: Vec<i64> = match invocation.invoke_async(&mut connection).await {
+        let command = evalsha(&self.prefix, key, rate, &self.members.next(), now_us);
+        let mut result = command.query_async(&mut connection).await;
+        if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+        {
+            // The server lost its scripts (restarted, `SCRIPT FLUSH`): load it, send once more.
+            result = match SLIDING_WINDOW.load_async(&mut connection).await {
+                Ok(_) => command.query_async(&mut connection).await,
+                Err(err) => Err(err),
+            };
+        }
+        let reply: Vec<i64> = match result {
             Ok(reply) => reply,
             Err(err) => {
                 if err.is_unrecoverable_error() {
@@ -188,6 +189,34 @@ async fn forget_on_shutdown(
     std::future::pending::<()>().await;
 }
 
+/// `EVALSHA <sha1> 1 <prefix><key> <period_us> <threshold> <member> <now_us or "">`: the
+/// [`SLIDING_WINDOW`] call for one check, in a buffer sized for it up front. The key is written
+/// into the command in its two pieces, never joined into a `String` of its own, so a check
+/// builds no key: the command's two buffers are its only allocations on this side.
+fn evalsha(prefix: &str, key: &str, rate: Rate, member: &[u8], now_us: Option<u64>) -> Cmd {
+    /// Digits of a `u64`, the most a number argument takes.
+    const NUMBER: usize = 20;
+    let hash = SLIDING_WINDOW.get_hash();
+    let bytes = "EVALSHA".len() + hash.len() + 1 + prefix.len() + key.len() + member.len();
+    let mut command = Cmd::with_capacity(8, bytes + 3 * NUMBER);
+    command.arg("EVALSHA").arg(hash).arg(1);
+    {
+        let mut full_key = command.writer_for_next_arg();
+        // Writing into the command's own `Vec<u8>` cannot fail.
+        let _ = full_key.write_all(prefix.as_bytes());
+        let _ = full_key.write_all(key.as_bytes());
+    }
+    command
+        .arg(rate.period_us())
+        .arg(rate.threshold())
+        .arg(member);
+    match now_us {
+        Some(now) => command.arg(now),
+        None => command.arg(""),
+    };
+    command
+}
+
 /// Turns the script's reply `{admitted, count, retry_after_us, reset_after_us}` into a
 /// [`Decision`].
 fn decode(reply: &[i64], threshold: u64) -> Result<Decision, StoreError> {
@@ -272,6 +301,45 @@ mod tests {
         assert!(first.iter().all(u8::is_ascii_hexdigit));
         assert_eq!(&first[..16], &second[..16]);
         assert_eq!(&second[16..], b"0000000000000001");
+    }
+
+    /// The arguments of a command, as text.
+    fn arguments(command: &Cmd) -> Vec<String> {
+        command
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                other => format!("<{other:?}>"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_key_is_one_argument_made_of_the_prefix_and_the_key() {
+        let rate = Rate::new(7, Duration::from_millis(1_500)).unwrap();
+        let command = evalsha(
+            "app:",
+            "login:ünï:42",
+            rate,
+            b"00000000000000000000000000000001",
+            Some(1_700_000_000_000_001),
+        );
+        assert_eq!(
+            arguments(&command),
+            [
+                "EVALSHA",
+                SLIDING_WINDOW.get_hash(),
+                "1",
+                "app:login:ünï:42",
+                "1500000",
+                "7",
+                "00000000000000000000000000000001",
+                "1700000000000001",
+            ]
+        );
+        // Without a time, the script reads the server's clock; an empty prefix adds nothing.
+        let command = evalsha("", "k", rate, b"m", None);
+        assert_eq!(arguments(&command)[3..], ["k", "1500000", "7", "m", ""]);
     }
 
     #[test]
