@@ -153,14 +153,8 @@ impl ArgsBuilder {
         let result = match text.as_str() {
             "period" => period(&value).map(|us| self.period_us = Some(us)),
             "threshold" => threshold(&value).map(|n| self.threshold = Some(n)),
-            "key" => {
-                self.key = Some(value);
-                Ok(())
-            }
-            "limiter" => {
-                self.limiter = Some(value);
-                Ok(())
-            }
+            "key" => unreserved(&text, value).map(|expr| self.key = Some(expr)),
+            "limiter" => unreserved(&text, value).map(|expr| self.limiter = Some(expr)),
             "name" => scope_name(&value).map(|lit| self.name = Some(lit)),
             "crate" => crate_path(&value).map(|path| self.krate = Some(path)),
             _ => unreachable!("`{text}` is in ARGUMENTS"),
@@ -536,6 +530,33 @@ fn threshold(value: &Expr) -> syn::Result<u64> {
             "`threshold` cannot be negative; it must be at least 1",
         )),
         _ => Err(error(value, EXPECTED)),
+    }
+}
+
+/// The name of the expansion's locals, and of the function it declares next to them so that no
+/// item of the user's can turn a `let` of them into a constant pattern. The `key` and
+/// `limiter` expressions are evaluated where that function is in scope.
+pub(crate) const RESERVED: &str = "__ratelimit";
+
+/// `expr`, unless it names [`RESERVED`], which would resolve to the expansion's function
+/// rather than to the user's argument or item of that name.
+fn unreserved(argument: &str, expr: Expr) -> syn::Result<Expr> {
+    fn find(tokens: TokenStream) -> Option<proc_macro2::Ident> {
+        tokens.into_iter().find_map(|tree| match tree {
+            proc_macro2::TokenTree::Ident(ident) if ident == RESERVED => Some(ident),
+            proc_macro2::TokenTree::Group(group) => find(group.stream()),
+            _ => None,
+        })
+    }
+    match find(expr.to_token_stream()) {
+        Some(ident) => Err(error(
+            ident,
+            format!(
+                "`{RESERVED}` is reserved by `#[rate_limit]` and cannot be used in `{argument}`; \
+                 rename it"
+            ),
+        )),
+        None => Ok(expr),
     }
 }
 
@@ -920,6 +941,28 @@ mod tests {
             error_of(quote!(period = 1, threshold = 1, crate = ratelimit)),
             bad_crate
         );
+    }
+
+    #[test]
+    fn the_reserved_name_is_refused_in_key_and_limiter() {
+        assert_eq!(
+            error_of(quote!(
+                period = 1,
+                threshold = 1,
+                key = format!("{}", (__ratelimit))
+            )),
+            "`__ratelimit` is reserved by `#[rate_limit]` and cannot be used in `key`; rename it"
+        );
+        assert_eq!(
+            error_of(quote!(
+                period = 1,
+                threshold = 1,
+                limiter = &__ratelimit.limiter
+            )),
+            "`__ratelimit` is reserved by `#[rate_limit]` and cannot be used in `limiter`; \
+             rename it"
+        );
+        assert!(errors(quote!(period = 1, threshold = 1, key = __ratelimit_id)).is_empty());
     }
 
     #[test]

@@ -4,7 +4,7 @@ use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream, TokenTree
 use quote::{ToTokens, quote, quote_spanned};
 
 use crate::args::{self, Args};
-use crate::item::{self, AsyncFn};
+use crate::item::{self, AsyncFn, Flavor};
 
 /// The attribute: the function with its guard, or, on any error, the function exactly as
 /// written followed by the errors (so the rest of the crate, and the IDE, still see it).
@@ -33,34 +33,46 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
 //         body
 //     }
 //
-// Output (`__scope`, `__key`, `__rate` and `__err` are `Span::mixed_site()` locals, out of
-// the user's reach; `#krate` is `::ratelimit_runtime` or the `crate = "..."` path):
+// Output (`#krate` is `::ratelimit_runtime` or the `crate = "..."` path):
 //
 //     pub async fn login(&self, user_id: u64) -> Result<Session, AppError> {
 //         {
-//             fn __ratelimit_scope() {} // without `name`: its type name gives the fn's path
-//             let __rate: #krate::Rate = const {
-//                 #krate::Rate::new_const(5, #krate::__private::Duration::from_micros(60000000))
-//             };
-//             let __scope: &'static str = #krate::__private::scope_from_item_path(
-//                 #krate::__private::type_name_of(&__ratelimit_scope),
-//             ); // or the `name` literal
-//             let __key = ::core::option::Option::Some(
-//                 #krate::__private::scoped_key(__scope, &(user_id)),
-//             ); // or `None` without `key`
-//             if let ::core::result::Result::Err(__err) =
-//                 #krate::__private::check(#krate::__private::global(), __scope, __key, __rate)
-//                     .await
+//             fn __ratelimit() {}
+//             let __ratelimit: &'static str = #krate::__private::scope_from_item_path(
+//                 #krate::__private::type_name_of(&__ratelimit),
+//             ); // with `name`: #krate::__private::named_scope(&__ratelimit, "login")
+//             let __ratelimit = (
+//                 __ratelimit,
+//                 ::core::option::Option::Some(
+//                     #krate::__private::scoped_key(__ratelimit, &(user_id)),
+//                 ), // or `None` without `key`
+//             );
+//             if let ::core::result::Result::Err(__ratelimit) = #krate::__private::check(
+//                 #krate::__private::global(), // or the `limiter` expression
+//                 __ratelimit.0,
+//                 __ratelimit.1,
+//                 const { #krate::Rate::new_const(5, #krate::__private::Duration::from_micros(60000000)) },
+//             )
+//             .await
 //             {
 //                 // Spanned at `Result<Session, AppError>`: rustc reports a return type that is
 //                 // not a `Result`, or an error type without `From<RateLimitError>`, there.
-//                 return #krate::__private::denied(__err); // Err(AppError::from(__err))
+//                 return #krate::__private::denied(__ratelimit); // Err(AppError::from(err))
 //             }
 //         }
 //         {
 //             body
 //         }
 //     }
+//
+// Every generated name is `__ratelimit`, with `Span::mixed_site()`: the user's code cannot
+// name it. A pattern, though, is resolved against the items in scope before it binds: a
+// `const __ratelimit` (or a static, or a unit struct) of the user's module would make
+// `let __ratelimit` a constant pattern. The block's own `fn __ratelimit` comes first, and a
+// function never makes a pattern anything but a binding; each `let` then shadows the one before.
+// The function is used (its type name gives the scope), so it is never dead code. The key is
+// evaluated and formatted in its own `let`, so its temporaries (and borrows of the arguments)
+// end before the `.await` and before the body.
 fn expand(args: &Args, function: AsyncFn) -> TokenStream {
     // Exhaustive: a field added to `AsyncFn` must be handled here, not silently dropped.
     let AsyncFn {
@@ -70,39 +82,46 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
         sig,
         body,
         output_span,
+        flavor,
     } = function;
     let krate = runtime_path(args);
 
     let site = Span::mixed_site();
-    // Mixed-site locals cannot be named by, nor shadow, the user's code; the leading `__`
-    // keeps them from resolving to a lowercase `const` of the user's, which a binding pattern
-    // would otherwise match against.
-    let scope = Ident::new("__scope", site);
-    let key = Ident::new("__key", site);
-    let rate = Ident::new("__rate", site);
-    let err = Ident::new("__err", site);
-    let scope_fn = Ident::new("__ratelimit_scope", site);
+    let local = Ident::new(args::RESERVED, site);
 
     // The body's braces, as written but in the macro's context: to rustc's `unused_braces`
     // lint, the block we nest the body in looks like the user's, and a one-expression body
     // (`{ Ok(()) }`) would be reported as unnecessary braces.
     let mut body_block = Group::new(Delimiter::Brace, body.stream());
     body_block.set_span(site.located_at(body.span()));
+    // The function's own braces keep the span of the body's: rustc takes the item's span from
+    // its first and last tokens, and an item whose span comes from a macro gets no `dead_code`
+    // warning, which an unused function under `#[rate_limit]` must still get.
+    let braces = |stream: TokenStream| {
+        let mut group = Group::new(Delimiter::Brace, stream);
+        group.set_span(body.span());
+        group
+    };
     let body = body_block;
 
     let threshold = Literal::u64_unsuffixed(args.threshold);
     let period_us = Literal::u64_unsuffixed(args.period_us);
-
-    let (scope_item, scope_value) = match &args.name {
-        Some(name) => (None, name.to_token_stream()),
-        None => (
-            Some(quote! { fn #scope_fn() {} }),
-            quote! {
-                #krate::__private::scope_from_item_path(#krate::__private::type_name_of(&#scope_fn))
-            },
-        ),
+    let rate = quote! {
+        const {
+            #krate::Rate::new_const(
+                #threshold,
+                #krate::__private::Duration::from_micros(#period_us),
+            )
+        }
     };
-    let key_value = match &args.key {
+
+    let scope = match &args.name {
+        Some(name) => quote! { #krate::__private::named_scope(&#local, #name) },
+        None => quote! {
+            #krate::__private::scope_from_item_path(#krate::__private::type_name_of(&#local))
+        },
+    };
+    let key = match &args.key {
         Some(expr) => {
             // `&(expr)` spans the expression, where rustc reports a key without `Display`.
             let [first, last] = first_and_last_spans(expr.to_token_stream());
@@ -110,7 +129,7 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
             parenthesized.set_span(last);
             let borrow = quote_spanned! {first=> & #parenthesized };
             quote! {
-                ::core::option::Option::Some(#krate::__private::scoped_key(#scope, #borrow))
+                ::core::option::Option::Some(#krate::__private::scoped_key(#local, #borrow))
             }
         }
         None => quote! { ::core::option::Option::None },
@@ -121,35 +140,94 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
     };
     // At the return type: an `E` without `From<RateLimitError>`, or a return type that is not
     // a `Result`, is reported there.
-    // Its first tokens at the type's first, `denied` at its last: rustc reports the path
-    // from one to the other, the whole type.
+    // The path's first tokens at the type's first, its last at the type's last: rustc reports
+    // the path from one to the other, the whole type.
     let [first, last] = output_span;
-    let denied_path = respan(quote! { #krate::__private:: }, first);
-    let denied_fn = Ident::new("denied", last);
-    let denied = quote_spanned! {first=>
-        return #denied_path #denied_fn(#err);
+    let denied = {
+        let path = respan(quote! { #krate::__private:: }, first);
+        let name = Ident::new("denied", last);
+        quote! { #path #name }
+    };
+    // `denied(err)`, its parentheses at the type's last token too: rustc reports a call from
+    // its path to its closing parenthesis.
+    let denied_call = |argument: &Ident| {
+        let mut arguments = Group::new(Delimiter::Parenthesis, argument.to_token_stream());
+        arguments.set_span(last);
+        quote! { #denied #arguments }
     };
 
-    quote! {
-        #(#attrs)*
-        #vis #defaultness #sig {
-            {
-                #scope_item
-                let #rate: #krate::Rate = const {
-                    #krate::Rate::new_const(
-                        #threshold,
-                        #krate::__private::Duration::from_micros(#period_us),
-                    )
-                };
-                let #scope: &'static str = #scope_value;
-                let #key = #key_value;
-                if let ::core::result::Result::Err(#err) =
-                    #krate::__private::check(#limiter, #scope, #key, #rate).await
+    match flavor {
+        Flavor::Async => {
+            let denied = denied_call(&local);
+            let fn_body = braces(quote! {
                 {
-                    #denied
+                    fn #local() {}
+                    let #local: &'static str = #scope;
+                    let #local = (#local, #key);
+                    if let ::core::result::Result::Err(#local) =
+                        #krate::__private::check(#limiter, #local.0, #local.1, #rate).await
+                    {
+                        return #denied;
+                    }
                 }
+                #body
+            });
+            quote! {
+                #(#attrs)*
+                #vis #defaultness #sig #fn_body
             }
-            #body
+        }
+        // Input (`#[async_trait]`'s output):
+        //
+        //     fn get<'life0, 'async_trait>(&'life0 self, id: u64)
+        //         -> Pin<Box<dyn Future<Output = Result<Item, AppError>> + Send + 'async_trait>>
+        //     where 'life0: 'async_trait, Self: 'async_trait
+        //     {
+        //         Box::pin(async move { body })
+        //     }
+        //
+        // Output: the key and limiter are evaluated when the method is called (the body's
+        // future then owns the arguments), the check happens when that future is first polled:
+        //
+        //     fn get<'life0, 'async_trait>(&'life0 self, id: u64) -> Pin<Box<..>> where .. {
+        //         ::std::boxed::Box::pin(#krate::__private::guarded(
+        //             {
+        //                 fn __ratelimit() {}
+        //                 let __ratelimit: &'static str = /* the scope, as above */;
+        //                 let __ratelimit = (
+        //                     __ratelimit,
+        //                     ::core::option::Option::Some(#krate::__private::scoped_key(__ratelimit, &(id))),
+        //                     #krate::__private::owned_limiter(&self.limiter), // or global()
+        //                 );
+        //                 __ratelimit
+        //             },
+        //             const { #krate::Rate::new_const(..) },
+        //             #krate::__private::denied, // spanned at `Result<Item, AppError>`
+        //             { Box::pin(async move { body }) }, // out of reach of `fn __ratelimit`
+        //         ))
+        //     }
+        Flavor::AsyncTrait => {
+            let fn_body = braces(quote! {
+                ::std::boxed::Box::pin(#krate::__private::guarded(
+                    {
+                        fn #local() {}
+                        let #local: &'static str = #scope;
+                        let #local = (
+                            #local,
+                            #key,
+                            #krate::__private::owned_limiter(#limiter),
+                        );
+                        #local
+                    },
+                    #rate,
+                    #denied,
+                    #body,
+                ))
+            });
+            quote! {
+                #(#attrs)*
+                #vis #defaultness #sig #fn_body
+            }
         }
     }
 }
@@ -228,12 +306,23 @@ mod tests {
             ":: ratelimit_runtime :: Rate :: new_const (10 , :: ratelimit_runtime :: __private :: \
              Duration :: from_micros (1500000) ,)"
         ));
-        assert!(output.contains("scoped_key (__scope , & (id))"), "{output}");
+        assert!(
+            output.contains("scoped_key (__ratelimit , & (id))"),
+            "{output}"
+        );
         assert!(
             output.contains(":: ratelimit_runtime :: __private :: global ()"),
             "{output}"
         );
-        assert!(output.contains("return :: ratelimit_runtime :: __private :: denied (__err)"));
+        assert!(
+            output.contains("return :: ratelimit_runtime :: __private :: denied (__ratelimit)")
+        );
+        // One name for every generated local, first declared as a function so that no user
+        // item of that name can turn a `let` into a constant pattern.
+        assert!(
+            output.contains("{ { fn __ratelimit () { } let __ratelimit : & 'static str ="),
+            "{output}"
+        );
         assert_eq!(
             output.matches(".await").count() + output.matches(". await").count(),
             1
@@ -255,17 +344,70 @@ mod tests {
             ),
         );
         assert!(
-            output.contains("let __scope : & 'static str = \"login\""),
+            output.contains(
+                "let __ratelimit : & 'static str = my :: rt :: __private :: named_scope \
+                 (& __ratelimit , \"login\")"
+            ),
             "{output}"
         );
-        assert!(!output.contains("__ratelimit_scope"), "{output}");
+        assert!(!output.contains("type_name_of"), "{output}");
         assert!(
             output.contains("my :: rt :: __private :: check (& L ,"),
             "{output}"
         );
         assert!(!output.contains("ratelimit_runtime"), "{output}");
         assert!(
-            output.contains("let __key = :: core :: option :: Option :: None"),
+            output
+                .contains("let __ratelimit = (__ratelimit , :: core :: option :: Option :: None)"),
+            "{output}"
+        );
+    }
+
+    #[test]
+    fn async_trait_methods_get_their_future_wrapped() {
+        let item = quote! {
+            fn get<'life0, 'async_trait>(&'life0 self, id: u64)
+                -> ::core::pin::Pin<Box<dyn ::core::future::Future<Output = Result<u64, E>>
+                    + ::core::marker::Send + 'async_trait>>
+            where 'life0: 'async_trait, Self: 'async_trait
+            {
+                Box::pin(async move { body(id) })
+            }
+        };
+        let output = expand_str(quote!(period = 1, threshold = 1, key = id), item);
+        assert!(
+            output.contains(
+                "Self : 'async_trait { :: std :: boxed :: Box :: pin \
+                 (:: ratelimit_runtime :: __private :: guarded ({ fn __ratelimit () { }"
+            ),
+            "{output}"
+        );
+        assert!(
+            output.contains(
+                ":: ratelimit_runtime :: __private :: owned_limiter \
+                 (:: ratelimit_runtime :: __private :: global ()) ,) ; __ratelimit } ,"
+            ),
+            "{output}"
+        );
+        assert!(
+            output.ends_with("{ Box :: pin (async move { body (id) }) } ,)) }"),
+            "{output}"
+        );
+        assert!(!output.contains("compile_error"), "{output}");
+    }
+
+    #[test]
+    fn a_plain_fn_returning_a_boxed_future_is_not_taken_for_async_trait() {
+        let output = expand_str(
+            quote!(period = 1, threshold = 1),
+            quote! {
+                fn get<'a>(&'a self) -> Pin<Box<dyn Future<Output = Result<u64, E>> + 'a>> {
+                    Box::pin(async move { Ok(1) })
+                }
+            },
+        );
+        assert!(
+            output.contains("`#[rate_limit]` only applies to `async fn`"),
             "{output}"
         );
     }

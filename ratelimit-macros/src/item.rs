@@ -4,7 +4,10 @@
 use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::parse::{ParseStream, Parser};
-use syn::{Attribute, ReturnType, Signature, Token, Visibility};
+use syn::{
+    Attribute, GenericArgument, PathArguments, ReturnType, Signature, Token, Type, TypeParamBound,
+    Visibility,
+};
 
 /// An `async fn` that `#[rate_limit]` can wrap.
 pub(crate) struct AsyncFn {
@@ -16,8 +19,23 @@ pub(crate) struct AsyncFn {
     /// The body, `{ ... }`, as written.
     pub(crate) body: Group,
     /// The first and last tokens of the return type, where errors about it are reported (the
-    /// function's name when it has none).
+    /// function's name when it has none). Under `#[async_trait]`, of the future's `Output`.
     pub(crate) output_span: [Span; 2],
+    /// How the function makes its future.
+    pub(crate) flavor: Flavor,
+}
+
+/// How the function under `#[rate_limit]` makes its future.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Flavor {
+    /// An `async fn`: the guard goes first in its body.
+    Async,
+    /// A method of an `#[async_trait]` impl or trait. `#[async_trait]`, on the block, expands
+    /// before the attributes of its methods, so `#[rate_limit]` receives the method rewritten
+    /// into a plain `fn` with a `'async_trait` lifetime, returning
+    /// `Pin<Box<dyn Future<Output = R> + Send + 'async_trait>>`, whose body is one
+    /// `Box::pin(async move { .. })` expression: the guard wraps the future that body makes.
+    AsyncTrait,
 }
 
 /// An item `#[rate_limit]` does not apply to.
@@ -56,7 +74,13 @@ fn parse_item(input: ParseStream) -> syn::Result<Checked> {
     }
     let mut sig: Signature = input.parse()?;
     let constness = sig.constness.take();
-    if sig.asyncness.is_none() {
+    let async_trait_output = async_trait_output(&sig).cloned();
+    let flavor = if async_trait_output.is_some() {
+        Flavor::AsyncTrait
+    } else {
+        Flavor::Async
+    };
+    if sig.asyncness.is_none() && async_trait_output.is_none() {
         return Err(match constness {
             Some(constness) => syn::Error::new(
                 constness.span,
@@ -80,11 +104,17 @@ fn parse_item(input: ParseStream) -> syn::Result<Checked> {
     if !input.is_empty() {
         return Err(input.error("unexpected tokens after the function body"));
     }
-    let output_span = match &sig.output {
-        ReturnType::Type(_, ty) => crate::expand::first_and_last_spans(ty.to_token_stream()),
-        ReturnType::Default => [sig.ident.span(); 2],
+    // `#[async_trait]` writes `Output = ()` for a method without a return type.
+    let output = match (&async_trait_output, &sig.output) {
+        (Some(Type::Tuple(unit)), _) if unit.elems.is_empty() => None,
+        (Some(output), _) => Some(output),
+        (None, ReturnType::Type(_, ty)) => Some(&**ty),
+        (None, ReturnType::Default) => None,
     };
-    let no_output = matches!(sig.output, ReturnType::Default);
+    let output_span = output.map_or([sig.ident.span(); 2], |ty| {
+        crate::expand::first_and_last_spans(ty.to_token_stream())
+    });
+    let no_output = output.is_none();
     let function = AsyncFn {
         attrs,
         vis,
@@ -92,6 +122,7 @@ fn parse_item(input: ParseStream) -> syn::Result<Checked> {
         sig,
         body,
         output_span,
+        flavor,
     };
     if let Some(constness) = constness {
         // Emitted without `const`, so that rustc does not add "functions cannot be both
@@ -123,8 +154,60 @@ impl ToTokens for AsyncFn {
             sig,
             body,
             output_span: _,
+            flavor: _,
         } = self;
         tokens.extend(quote::quote! { #(#attrs)* #vis #defaultness #sig #body });
+    }
+}
+
+/// The `R` of a method that `#[async_trait]` rewrote: a `fn` with a `'async_trait` lifetime
+/// returning `Pin<Box<dyn Future<Output = R> + ..>>` (whatever the paths' prefixes).
+fn async_trait_output(sig: &Signature) -> Option<&Type> {
+    if sig.asyncness.is_some()
+        || !sig
+            .generics
+            .lifetimes()
+            .any(|param| param.lifetime.ident == "async_trait")
+    {
+        return None;
+    }
+    let ReturnType::Type(_, pin) = &sig.output else {
+        return None;
+    };
+    let Type::TraitObject(object) = only_type_argument(only_type_argument(pin, "Pin")?, "Box")?
+    else {
+        return None;
+    };
+    object.bounds.iter().find_map(|bound| {
+        let TypeParamBound::Trait(bound) = bound else {
+            return None;
+        };
+        let future = bound.path.segments.last()?;
+        let PathArguments::AngleBracketed(args) = &future.arguments else {
+            return None;
+        };
+        if future.ident != "Future" {
+            return None;
+        }
+        args.args.iter().find_map(|arg| match arg {
+            GenericArgument::AssocType(assoc) if assoc.ident == "Output" => Some(&assoc.ty),
+            _ => None,
+        })
+    })
+}
+
+/// `T` of `..::name<T>`.
+fn only_type_argument<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
+    let Type::Path(path) = ty else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match (last.ident == name, args.args.first(), args.args.len()) {
+        (true, Some(GenericArgument::Type(inner)), 1) => Some(inner),
+        _ => None,
     }
 }
 

@@ -12,6 +12,11 @@ mod args;
 mod expand;
 mod item;
 
+#[cfg(test)]
+mod fuzz;
+#[cfg(test)]
+mod snapshots;
+
 use proc_macro::TokenStream;
 
 /// Rate-limits an `async fn`: each call is checked against a sliding window log before the body
@@ -40,10 +45,36 @@ use proc_macro::TokenStream;
 /// decides, and with `FailurePolicy::Closed` the function returns
 /// `Err(E::from(RateLimitError::Unavailable(..)))`, again without running the body.
 ///
-/// The function must be an `async fn` (free, or a method with any receiver; generics and
-/// `where` clauses are fine) returning `Result<T, E>` where `E: From<RateLimitError>`; any alias
-/// of `Result`, such as `anyhow::Result<T>`, works. Its signature, attributes and body are kept
-/// as written.
+/// The function must be an `async fn` returning `Result<T, E>` where
+/// `E: From<RateLimitError>`. Its signature, attributes and body are kept as written, and the
+/// returned future is `Send` exactly when it would be without the attribute. That covers:
+///
+/// - free functions and methods, with any visibility, in any module, and any receiver: `self`,
+///   `&self`, `&mut self`, `self: Arc<Self>`, `self: Pin<&mut Self>`;
+/// - generics with bounds and `where` clauses, explicit and elided lifetimes, `impl Trait`
+///   arguments, `Result<impl Trait, E>`, pattern arguments such as `(a, b): (u8, u8)` (the
+///   `key` may use their bindings);
+/// - `async fn` in trait impls and in traits with a default body, native or under
+///   [`#[async_trait]`](https://docs.rs/async-trait) (see below);
+/// - any spelling of the return type: `anyhow::Result<T>`, `std::io::Result<T>`
+///   (`ratelimit_runtime` implements `From<RateLimitError>` for `std::io::Error`, of kind
+///   `QuotaExceeded` for a denial), a crate's own `type Result<T> = Result<T, AppError>`;
+/// - other attributes on either side of this one: doc comments, `#[must_use]`, `#[cfg(..)]`,
+///   `#[allow(..)]`, `#[inline]`, and `#[tracing::instrument]`, above this attribute (the span
+///   also covers the check) or below it (the span covers the body only).
+///
+/// ## Under `#[async_trait]`
+///
+/// Put `#[rate_limit]` on the method, inside the `#[async_trait]` impl or trait, above or below
+/// the method's other attributes. `#[async_trait]`, being on the block, always expands first,
+/// turning the method into a plain `fn` returning `Pin<Box<dyn Future<Output = R> + Send>>`;
+/// `#[rate_limit]` recognises that shape (by its `'async_trait` lifetime) and wraps the future
+/// the method returns. Two differences with a plain `async fn`: the `key` and `limiter`
+/// expressions are evaluated when the method is called rather than when its future is first
+/// polled (the check itself still happens at the first poll), and the `key` cannot use the
+/// bindings of pattern arguments, which `#[async_trait]` only makes inside the future ("cannot
+/// find value `a` in this scope"): name the argument and read its fields instead. Any other
+/// non-`async` function is refused.
 ///
 /// The counter is named by the scope (see [`name`](#name)) and the optional [`key`](#key): in
 /// Redis it is the sorted set `<prefix><scope>`, or `<prefix><scope>:<key>` with a `key`
@@ -66,7 +97,8 @@ use proc_macro::TokenStream;
 /// `key = user_id` or `key = self.tenant`; without it every call of the function shares one
 /// counter. It may use the function's arguments and `self`; it is evaluated and formatted
 /// before the body runs, so it may borrow an argument that the body later moves, and no borrow
-/// of it is held across the check's `.await`.
+/// of it is held across the check's `.await`. It may not name `__ratelimit`, the one name the
+/// expansion reserves (see [Hygiene](#hygiene)).
 ///
 /// # `limiter`
 ///
@@ -113,12 +145,26 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
+/// # Hygiene
+///
+/// The expansion's locals all have one name, `__ratelimit`, with mixed-site hygiene: the body
+/// cannot see them, and arguments, constants, statics or unit structs of the user's with any
+/// name, `__ratelimit` included, do not disturb them (the expansion declares a function of that
+/// name next to them, so that a user's constant cannot turn a `let` into a constant pattern).
+/// The `key` and `limiter` expressions are evaluated next to that function, so they may not
+/// name `__ratelimit` (a compile error says so). Every path the expansion writes is absolute,
+/// and it adds no `#[allow]`, so `#![forbid(..)]` and `#![deny(warnings, clippy::pedantic)]`
+/// in the user's crate keep working, and an unused function still gets its `dead_code`
+/// warning.
+///
 /// # Errors at compile time
 ///
 /// Each mistake is reported at its token, and the function is then kept as written so the rest
 /// of the crate still compiles: an unknown, duplicate or missing argument, a value out of
 /// bounds or of the wrong kind, a malformed duration string, an item that is not an `async
-/// fn`, and a return type that is not `Result<T, E>` with `E: From<RateLimitError>`.
+/// fn` (a struct, an impl block, a `const fn`...), a return type that is not `Result<T, E>`
+/// with `E: From<RateLimitError>` (at the return type), a `key` that does not implement
+/// `Display` (at the key), and a `limiter` that is not a `&Limiter` (at the limiter).
 #[proc_macro_attribute]
 pub fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::rate_limit(args.into(), item.into()).into()

@@ -54,6 +54,29 @@ impl RateLimitError {
     }
 }
 
+/// So that functions returning [`std::io::Result`] can be put under `#[rate_limit]`: the
+/// [`io::Error`](std::io::Error) wraps the `RateLimitError` (get it back with
+/// [`get_ref`](std::io::Error::get_ref) and `downcast_ref`, or
+/// [`into_inner`](std::io::Error::into_inner) and `downcast`), with the kind
+/// [`QuotaExceeded`](std::io::ErrorKind::QuotaExceeded) for a denial,
+/// [`TimedOut`](std::io::ErrorKind::TimedOut) for a store that did not answer in time,
+/// [`InvalidInput`](std::io::ErrorKind::InvalidInput) for invalid input or configuration, and
+/// [`Other`](std::io::ErrorKind::Other) for any other store failure.
+impl From<RateLimitError> for std::io::Error {
+    fn from(err: RateLimitError) -> Self {
+        use std::io::ErrorKind;
+        let kind = match &err {
+            RateLimitError::Denied(_) => ErrorKind::QuotaExceeded,
+            RateLimitError::Unavailable(StoreError::Timeout(_)) => ErrorKind::TimedOut,
+            RateLimitError::InvalidInput(_) | RateLimitError::InvalidConfig(_) => {
+                ErrorKind::InvalidInput
+            }
+            RateLimitError::Unavailable(_) => ErrorKind::Other,
+        };
+        std::io::Error::new(kind, err)
+    }
+}
+
 /// A denied call: which scope and key, and the [`Decision`] that denied it.
 pub struct Denied {
     scope: Cow<'static, str>,
@@ -173,6 +196,38 @@ mod tests {
         assert!(!format!("{err:?}").contains("user-42"));
         assert_eq!(err.as_denied().unwrap().key(), Some("user-42"));
         assert_eq!(err.retry_after(), Some(Duration::from_millis(1234)));
+    }
+
+    #[test]
+    fn converts_to_an_io_error_that_keeps_it() {
+        let io = std::io::Error::from(denial());
+        assert_eq!(io.kind(), std::io::ErrorKind::QuotaExceeded);
+        assert_eq!(
+            io.to_string(),
+            "rate limit exceeded for `app::say_hi`: retry after 1.234s"
+        );
+        let inner = io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<RateLimitError>());
+        assert_eq!(
+            inner.and_then(RateLimitError::retry_after),
+            Some(Duration::from_millis(1234))
+        );
+        let timeout = RateLimitError::Unavailable(StoreError::Timeout(Duration::from_millis(250)));
+        assert_eq!(
+            std::io::Error::from(timeout).kind(),
+            std::io::ErrorKind::TimedOut
+        );
+        let failed = RateLimitError::Unavailable(StoreError::Protocol("x".into()));
+        assert_eq!(
+            std::io::Error::from(failed).kind(),
+            std::io::ErrorKind::Other
+        );
+        let invalid = RateLimitError::InvalidInput("x".into());
+        assert_eq!(
+            std::io::Error::from(invalid).kind(),
+            std::io::ErrorKind::InvalidInput
+        );
     }
 
     #[test]
