@@ -1,0 +1,28 @@
+// The expansion of the fixture beside this file, pretty-printed; regenerate with
+// `RATELIMIT_BLESS=1 cargo test -p ratelimit-macros snapshots` and review the diff.
+
+pub async fn say_hi() -> Result<&'static str, RateLimitError> {
+    {
+        fn __ratelimit() {}
+        let __ratelimit: &'static str = ::ratelimit_runtime::__private::scope_from_item_path(
+            ::ratelimit_runtime::__private::type_name_of(&__ratelimit),
+        );
+        let __ratelimit = (__ratelimit, ::core::option::Option::None);
+        if let ::core::result::Result::Err(__ratelimit) = ::ratelimit_runtime::__private::check(
+                ::ratelimit_runtime::__private::global(),
+                __ratelimit.0,
+                __ratelimit.1,
+                const {
+                    ::ratelimit_runtime::Rate::new_const(
+                        2,
+                        ::ratelimit_runtime::__private::Duration::from_micros(30000000),
+                    )
+                },
+            )
+            .await
+        {
+            return ::ratelimit_runtime::__private::denied(__ratelimit);
+        }
+    }
+    { Ok("hi") }
+}

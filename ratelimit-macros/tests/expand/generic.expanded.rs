@@ -1,0 +1,37 @@
+// The expansion of the fixture beside this file, pretty-printed; regenerate with
+// `RATELIMIT_BLESS=1 cargo test -p ratelimit-macros snapshots` and review the diff.
+
+pub(crate) async fn load<'a, T, K>(cache: &'a Cache<T>, id: K) -> anyhow::Result<&'a T>
+where
+    T: Clone + Send + Sync,
+    K: std::fmt::Display + Send,
+{
+    {
+        fn __ratelimit() {}
+        let __ratelimit: &'static str = ::ratelimit_runtime::__private::scope_from_item_path(
+            ::ratelimit_runtime::__private::type_name_of(&__ratelimit),
+        );
+        let __ratelimit = (
+            __ratelimit,
+            ::core::option::Option::Some(
+                ::ratelimit_runtime::__private::scoped_key(__ratelimit, &(id)),
+            ),
+        );
+        if let ::core::result::Result::Err(__ratelimit) = ::ratelimit_runtime::__private::check(
+                ::ratelimit_runtime::__private::global(),
+                __ratelimit.0,
+                __ratelimit.1,
+                const {
+                    ::ratelimit_runtime::Rate::new_const(
+                        100,
+                        ::ratelimit_runtime::__private::Duration::from_micros(120000000),
+                    )
+                },
+            )
+            .await
+        {
+            return ::ratelimit_runtime::__private::denied(__ratelimit);
+        }
+    }
+    { cache.get(&id.to_string()).await }
+}

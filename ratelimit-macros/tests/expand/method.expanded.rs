@@ -1,0 +1,41 @@
+// The expansion of the fixture beside this file, pretty-printed; regenerate with
+// `RATELIMIT_BLESS=1 cargo test -p ratelimit-macros snapshots` and review the diff.
+
+impl Service {
+    /// Fetches an item for the service's tenant.
+    pub async fn fetch(&self, id: u32) -> Result<Item, AppError> {
+        {
+            fn __ratelimit() {}
+            let __ratelimit: &'static str = ::ratelimit_runtime::__private::scope_from_item_path(
+                ::ratelimit_runtime::__private::type_name_of(&__ratelimit),
+            );
+            let __ratelimit = (
+                __ratelimit,
+                ::core::option::Option::Some(
+                    ::ratelimit_runtime::__private::scoped_key(
+                        __ratelimit,
+                        &(self.tenant),
+                    ),
+                ),
+            );
+            if let ::core::result::Result::Err(__ratelimit) = ::ratelimit_runtime::__private::check(
+                    &self.limiter,
+                    __ratelimit.0,
+                    __ratelimit.1,
+                    const {
+                        ::ratelimit_runtime::Rate::new_const(
+                            5,
+                            ::ratelimit_runtime::__private::Duration::from_micros(
+                                60000000,
+                            ),
+                        )
+                    },
+                )
+                .await
+            {
+                return ::ratelimit_runtime::__private::denied(__ratelimit);
+            }
+        }
+        { self.store.get(id).await }
+    }
+}

@@ -1,0 +1,34 @@
+// The expansion of the fixture beside this file, pretty-printed; regenerate with
+// `RATELIMIT_BLESS=1 cargo test -p ratelimit-macros snapshots` and review the diff.
+
+async fn login(user_id: u64, password: String) -> Result<Session, AppError> {
+    {
+        fn __ratelimit() {}
+        let __ratelimit: &'static str = ::ratelimit_runtime::__private::named_scope(
+            &__ratelimit,
+            "login",
+        );
+        let __ratelimit = (
+            __ratelimit,
+            ::core::option::Option::Some(
+                ::ratelimit_runtime::__private::scoped_key(__ratelimit, &(user_id)),
+            ),
+        );
+        if let ::core::result::Result::Err(__ratelimit) = ::ratelimit_runtime::__private::check(
+                ::ratelimit_runtime::__private::global(),
+                __ratelimit.0,
+                __ratelimit.1,
+                const {
+                    ::ratelimit_runtime::Rate::new_const(
+                        5,
+                        ::ratelimit_runtime::__private::Duration::from_micros(60000000),
+                    )
+                },
+            )
+            .await
+        {
+            return ::ratelimit_runtime::__private::denied(__ratelimit);
+        }
+    }
+    { check_password(user_id, password).await }
+}
