@@ -38,7 +38,7 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
 //     pub async fn login(&self, user_id: u64) -> Result<Session, AppError> {
 //         {
 //             fn __ratelimit() {}
-//             let __ratelimit: &'static str = #krate::__private::scope_from_item_path(
+//             let __ratelimit: &'static ::core::primitive::str = #krate::__private::scope_from_item_path(
 //                 #krate::__private::type_name_of(&__ratelimit),
 //             ); // with `name`: #krate::__private::named_scope(&__ratelimit, "login")
 //             let __ratelimit = (
@@ -162,7 +162,7 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
             let fn_body = braces(quote! {
                 {
                     fn #local() {}
-                    let #local: &'static str = #scope;
+                    let #local: &'static ::core::primitive::str = #scope;
                     let #local = (#local, #key);
                     if let ::core::result::Result::Err(#local) =
                         #krate::__private::check(#limiter, #local.0, #local.1, #rate).await
@@ -193,7 +193,7 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
         //         ::std::boxed::Box::pin(#krate::__private::guarded(
         //             {
         //                 fn __ratelimit() {}
-        //                 let __ratelimit: &'static str = /* the scope, as above */;
+        //                 let __ratelimit: &'static ::core::primitive::str = /* the scope, as above */;
         //                 let __ratelimit = (
         //                     __ratelimit,
         //                     ::core::option::Option::Some(#krate::__private::scoped_key(__ratelimit, &(id))),
@@ -211,7 +211,7 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
                 ::std::boxed::Box::pin(#krate::__private::guarded(
                     {
                         fn #local() {}
-                        let #local: &'static str = #scope;
+                        let #local: &'static ::core::primitive::str = #scope;
                         let #local = (
                             #local,
                             #key,
@@ -267,7 +267,9 @@ fn runtime_path(args: &Args) -> TokenStream {
     }
     match proc_macro_crate::crate_name("ratelimit-runtime") {
         Ok(proc_macro_crate::FoundCrate::Name(name)) => {
-            let name = Ident::new(&name, Span::call_site());
+            // A dependency may be renamed to a keyword (`async = { package = ... }`).
+            let name = syn::parse_str::<Ident>(&name)
+                .unwrap_or_else(|_| Ident::new_raw(&name, Span::call_site()));
             quote! { ::#name }
         }
         // `Itself` is the runtime's own doctests and integration tests: external crates that
@@ -320,7 +322,7 @@ mod tests {
         // One name for every generated local, first declared as a function so that no user
         // item of that name can turn a `let` into a constant pattern.
         assert!(
-            output.contains("{ { fn __ratelimit () { } let __ratelimit : & 'static str ="),
+            output.contains("{ { fn __ratelimit () { } let __ratelimit : & 'static :: core :: primitive :: str ="),
             "{output}"
         );
         assert_eq!(
@@ -345,7 +347,7 @@ mod tests {
         );
         assert!(
             output.contains(
-                "let __ratelimit : & 'static str = my :: rt :: __private :: named_scope \
+                "let __ratelimit : & 'static :: core :: primitive :: str = my :: rt :: __private :: named_scope \
                  (& __ratelimit , \"login\")"
             ),
             "{output}"

@@ -104,7 +104,10 @@ use proc_macro::TokenStream;
 ///
 /// Optional: an expression evaluating to `&Limiter`, such as `limiter = &self.limiter` or
 /// `limiter = my_limiter()`, evaluated on each call; without it the process-wide default
-/// `ratelimit_runtime::global()` is used.
+/// `ratelimit_runtime::global()` is used. Temporaries of the expression live until the check
+/// has answered (a Redis round trip): do not take a lock there (`&*self.lock.read().unwrap()`
+/// would hold it, and make the future `!Send`); keep the `Limiter`, which is cheap to clone,
+/// where a plain reference reaches it.
 ///
 /// # `name`
 ///
@@ -113,7 +116,14 @@ use proc_macro::TokenStream;
 /// `app::handlers::login` or `app::Session<_>::login` (distinct for same-named methods of
 /// different types). Set a `name` to keep keys stable when code moves or the compiler
 /// changes: the default comes from `std::any::type_name`, whose output Rust does not promise
-/// to keep.
+/// to keep. The default is the path of the function's code, so a trait's default method is
+/// one scope for every implementor (give it a `key` that tells them apart), and so are
+/// functions in `const _: () = { ... }` blocks of one module. A `name` with a `:` can meet a
+/// keyed scope (`name = "a:b"` and `name = "a", key = "b"` are one key): prefer names without
+/// one when a `key` is used beside them.
+///
+/// One function takes one `#[rate_limit]`: a second is refused, since both would record
+/// every call.
 ///
 /// # `crate`
 ///

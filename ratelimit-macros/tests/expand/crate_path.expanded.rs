@@ -4,7 +4,7 @@
 async fn report() -> Result<(), my_app::Error> {
     {
         fn __ratelimit() {}
-        let __ratelimit: &'static str = my_app::deps::ratelimit::__private::scope_from_item_path(
+        let __ratelimit: &'static ::core::primitive::str = my_app::deps::ratelimit::__private::scope_from_item_path(
             my_app::deps::ratelimit::__private::type_name_of(&__ratelimit),
         );
         let __ratelimit = (__ratelimit, ::core::option::Option::None);

@@ -4,7 +4,7 @@
 pub async fn say_hi() -> Result<&'static str, RateLimitError> {
     {
         fn __ratelimit() {}
-        let __ratelimit: &'static str = ::ratelimit_runtime::__private::scope_from_item_path(
+        let __ratelimit: &'static ::core::primitive::str = ::ratelimit_runtime::__private::scope_from_item_path(
             ::ratelimit_runtime::__private::type_name_of(&__ratelimit),
         );
         let __ratelimit = (__ratelimit, ::core::option::Option::None);

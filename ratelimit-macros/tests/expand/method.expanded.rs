@@ -6,7 +6,7 @@ impl Service {
     pub async fn fetch(&self, id: u32) -> Result<Item, AppError> {
         {
             fn __ratelimit() {}
-            let __ratelimit: &'static str = ::ratelimit_runtime::__private::scope_from_item_path(
+            let __ratelimit: &'static ::core::primitive::str = ::ratelimit_runtime::__private::scope_from_item_path(
                 ::ratelimit_runtime::__private::type_name_of(&__ratelimit),
             );
             let __ratelimit = (

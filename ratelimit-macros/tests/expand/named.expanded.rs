@@ -4,7 +4,7 @@
 async fn login(user_id: u64, password: String) -> Result<Session, AppError> {
     {
         fn __ratelimit() {}
-        let __ratelimit: &'static str = ::ratelimit_runtime::__private::named_scope(
+        let __ratelimit: &'static ::core::primitive::str = ::ratelimit_runtime::__private::named_scope(
             &__ratelimit,
             "login",
         );
