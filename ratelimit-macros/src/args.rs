@@ -340,6 +340,7 @@ fn period_seconds(int: &LitInt) -> syn::Result<u128> {
     }
     // Digits beyond u128 are far beyond 100 years: saturate, then the range check reports it.
     let seconds = int.base10_digits().parse::<u128>().unwrap_or(u128::MAX);
+    check_suffix_range(int, seconds, "period")?;
     Ok(seconds.saturating_mul(1_000_000))
 }
 
@@ -475,20 +476,40 @@ fn suggest(us: u128) -> Option<String> {
 }
 
 fn is_integer_suffix(suffix: &str) -> bool {
-    matches!(
-        suffix,
-        "u8" | "u16"
-            | "u32"
-            | "u64"
-            | "u128"
-            | "usize"
-            | "i8"
-            | "i16"
-            | "i32"
-            | "i64"
-            | "i128"
-            | "isize"
-    )
+    suffix_max(suffix).is_some()
+}
+
+/// The largest value an integer literal with `suffix` holds (`usize`/`isize` taken as 64-bit).
+fn suffix_max(suffix: &str) -> Option<u128> {
+    Some(match suffix {
+        "u8" => u8::MAX.into(),
+        "u16" => u16::MAX.into(),
+        "u32" => u32::MAX.into(),
+        "u64" | "usize" => u64::MAX.into(),
+        "u128" => u128::MAX,
+        "i8" => i8::MAX.unsigned_abs().into(),
+        "i16" => i16::MAX.unsigned_abs().into(),
+        "i32" => i32::MAX.unsigned_abs().into(),
+        "i64" | "isize" => i64::MAX.unsigned_abs().into(),
+        "i128" => i128::MAX.unsigned_abs(),
+        _ => return None,
+    })
+}
+
+/// An error when `int`'s value overflows its own suffix (`300u8`), as rustc would report it.
+fn check_suffix_range(int: &LitInt, value: u128, argument: &str) -> syn::Result<()> {
+    match suffix_max(int.suffix()) {
+        Some(max) if value > max => Err(error(
+            int,
+            format!(
+                "`{}` does not fit in `{}`; drop the suffix: `{argument} = {}`",
+                int,
+                int.suffix(),
+                int.base10_digits()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `threshold = 10`: admissions per period, `1..=2^32 - 1`.
@@ -505,6 +526,7 @@ fn threshold(value: &Expr) -> syn::Result<u64> {
                     ));
                 }
                 let count = int.base10_digits().parse::<u128>().unwrap_or(u128::MAX);
+                check_suffix_range(int, count, "threshold")?;
                 if count == 0 {
                     return Err(error(int, "`threshold` must be at least 1"));
                 }
@@ -839,6 +861,20 @@ mod tests {
             error_of(quote!(period = 10days, threshold = 1)),
             "invalid suffix `days` for `period`; units go in a string, e.g. `period = \"1500ms\"`"
         );
+    }
+
+    #[test]
+    fn suffixed_literals_must_fit_their_suffix() {
+        assert_eq!(
+            error_of(quote!(period = 30, threshold = 300u8)),
+            "`300u8` does not fit in `u8`; drop the suffix: `threshold = 300`"
+        );
+        assert_eq!(
+            error_of(quote!(period = 100000u16, threshold = 1)),
+            "`100000u16` does not fit in `u16`; drop the suffix: `period = 100000`"
+        );
+        let args = parse(quote!(period = 30u32, threshold = 255u8)).unwrap();
+        assert_eq!((args.period_us, args.threshold), (30_000_000, 255));
     }
 
     #[test]
