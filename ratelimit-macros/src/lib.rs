@@ -148,7 +148,8 @@ use proc_macro::TokenStream;
 ///     let limiter = ratelimit_runtime::global(); // or the `limiter` expression
 ///     let decision = limiter.check(&key, rate).await.map_err(AppError::from)?;
 ///     if !decision.allowed {
-///         let denied = ratelimit_runtime::Denied::new("login", Some(user_id.to_string()), decision);
+///         let denied =
+///             ratelimit_runtime::Denied::new("login", Some(user_id.to_string()), rate, decision);
 ///         return Err(AppError::from(RateLimitError::Denied(Box::new(denied))));
 ///     }
 ///     body

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
-use crate::Decision;
+use crate::{Decision, Rate, RateLimitHeaders};
 
 /// Everything a check can answer with other than an admission.
 ///
@@ -77,26 +77,43 @@ impl From<RateLimitError> for std::io::Error {
     }
 }
 
-/// A denied call: which scope and key, and the [`Decision`] that denied it.
+/// A denied call: which scope and key, the [`Rate`] it was checked against, and the
+/// [`Decision`] that denied it.
 pub struct Denied {
     scope: Cow<'static, str>,
     key: Option<String>,
+    rate: Rate,
     decision: Decision,
 }
 
 impl Denied {
-    /// A denial of `key` (if the limit is per key) in `scope`.
+    /// A denial of `key` (if the limit is per key) in `scope`, by `decision`, taken against
+    /// `rate`.
     #[must_use]
     pub fn new(
         scope: impl Into<Cow<'static, str>>,
         key: Option<String>,
+        rate: Rate,
         decision: Decision,
     ) -> Self {
         Denied {
             scope: scope.into(),
             key,
+            rate,
             decision,
         }
+    }
+
+    /// The rate the call was checked against.
+    #[must_use]
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+
+    /// The HTTP fields of the denial: `RateLimit-Policy`, `RateLimit` and `Retry-After`.
+    #[must_use]
+    pub fn headers(&self) -> RateLimitHeaders {
+        self.decision.headers(self.rate)
     }
 
     /// The scope: the limited function's path or the attribute's `name`.
@@ -138,6 +155,7 @@ impl fmt::Debug for Denied {
         f.debug_struct("Denied")
             .field("scope", &self.scope)
             .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("rate", &self.rate)
             .field("decision", &self.decision)
             .finish()
     }
@@ -182,6 +200,7 @@ mod tests {
         RateLimitError::Denied(Box::new(Denied::new(
             "app::say_hi",
             Some("user-42".to_owned()),
+            Rate::new(2, Duration::from_secs(3)).unwrap(),
             decision,
         )))
     }

@@ -43,11 +43,20 @@
 //! # Feature flags
 //!
 //! - `macros` (default): re-exports the `#[rate_limit]` attribute.
+//! - `axum`: [`RateLimitError`] implements axum's `IntoResponse` (429 with `Retry-After` and
+//!   the IETF `RateLimit-Policy`/`RateLimit` fields, 503, 500, each with an RFC 9457
+//!   problem+json body), and a tower layer limits whole routers: see the `axum` module.
+//!
+//! # HTTP fields
+//!
+//! [`Decision::headers`] gives the `RateLimit-Policy`, `RateLimit` and `Retry-After` fields of a
+//! decision (draft-ietf-httpapi-ratelimit-headers-11), for any HTTP library: see [`headers`].
 
 mod clock;
 mod decision;
 mod error;
 mod global;
+pub mod headers;
 mod limiter;
 mod policy;
 mod rate;
@@ -60,9 +69,13 @@ pub mod __private;
 pub use decision::Decision;
 pub use error::{Denied, RateLimitError, StoreError};
 pub use global::{global, set_global};
+pub use headers::RateLimitHeaders;
 pub use limiter::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Limiter, LimiterBuilder};
 pub use policy::FailurePolicy;
 pub use rate::Rate;
+
+#[cfg(feature = "axum")]
+pub mod axum;
 
 #[cfg(feature = "macros")]
 pub use ratelimit_macros::rate_limit;

@@ -88,7 +88,7 @@ pub async fn check(
     });
     tracing::debug!(scope, key, retry_after = ?decision.retry_after, "rate limit denied the call");
     Err(RateLimitError::Denied(Box::new(Denied::new(
-        scope, key, decision,
+        scope, key, rate, decision,
     ))))
 }
 

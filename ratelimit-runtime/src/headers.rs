@@ -1,0 +1,276 @@
+//! [`RateLimitHeaders`]: the HTTP response fields that tell a client about a [`Decision`].
+//!
+//! Framework-free: names and values as plain strings, for any HTTP library. The `axum` feature
+//! sets them on responses for you.
+//!
+//! The fields follow [draft-ietf-httpapi-ratelimit-headers-11]: `RateLimit-Policy` and
+//! `RateLimit` are Structured Field Lists (RFC 9651) of one Item each, a String naming the
+//! policy (`"default"`) with Integer parameters:
+//!
+//! ```text
+//! RateLimit-Policy: "default";q=2;w=30
+//! RateLimit: "default";r=0;t=30
+//! Retry-After: 30
+//! ```
+//!
+//! - `q`: the quota, the rate's threshold;
+//! - `w`: the window in seconds, the rate's period; left out when the period is not a whole
+//!   number of seconds (`w` is an Integer, and rounding it would misstate the rate);
+//! - `r`: the admissions remaining in the window after this request (0 on a denial);
+//! - `t`: seconds until the quota is available again, rounded up: on a denial the time until a
+//!   request would be admitted (the same value as `Retry-After`); on an admission the time until
+//!   the window is empty and the whole quota is back;
+//! - `Retry-After` (RFC 9110, delay-seconds), on a denial only: the wait rounded up to whole
+//!   seconds, so it is never 0 for a positive wait and a client that waits that long is
+//!   admitted (unless others used the quota meanwhile).
+//!
+//! The draft's optional `qu` (quota unit, default `"requests"`) and `pk` (partition key) are
+//! not sent: the key may hold a user identifier.
+//!
+//! [draft-ietf-httpapi-ratelimit-headers-11]: https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/11/
+
+use std::fmt::{self, Write as _};
+use std::time::Duration;
+
+use crate::{Decision, Rate};
+
+/// The name of the field describing the quota policy: `RateLimit-Policy`.
+pub const RATELIMIT_POLICY: &str = "RateLimit-Policy";
+/// The name of the field describing the current state of the quota: `RateLimit`.
+pub const RATELIMIT: &str = "RateLimit";
+/// The name of the field telling a denied client how long to wait: `Retry-After`.
+pub const RETRY_AFTER: &str = "Retry-After";
+/// The name of the one policy these fields describe: `default`.
+pub const POLICY_NAME: &str = "default";
+
+/// The rate limit fields of a response to one [`Decision`], made by
+/// [`Decision::headers`]. See the [module docs](self) for their syntax and meaning.
+///
+/// ```
+/// use std::time::Duration;
+/// use ratelimit_runtime::{Decision, Rate};
+///
+/// let rate = Rate::new(2, Duration::from_secs(30))?;
+/// let denial = Decision::denied(2, Duration::from_millis(27_400), Duration::from_secs(29));
+/// let headers = denial.headers(rate);
+/// assert_eq!(headers.policy(), r#""default";q=2;w=30"#);
+/// assert_eq!(headers.rate_limit(), r#""default";r=0;t=28"#);
+/// assert_eq!(headers.retry_after(), Some(28));
+/// for (name, value) in headers.iter() {
+///     println!("{name}: {value}"); // set them on your response
+/// }
+/// # Ok::<(), ratelimit_runtime::RateLimitError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RateLimitHeaders {
+    quota: u64,
+    window: Option<u64>,
+    remaining: u64,
+    reset: u64,
+    retry_after: Option<u64>,
+}
+
+impl Decision {
+    /// The HTTP fields describing this decision, taken against `rate` (the rate it was
+    /// checked against: the decision does not carry the period, which `w` needs).
+    #[must_use]
+    pub fn headers(&self, rate: Rate) -> RateLimitHeaders {
+        RateLimitHeaders::new(self, rate)
+    }
+}
+
+impl RateLimitHeaders {
+    /// The fields of `decision`, taken against `rate`; as [`Decision::headers`].
+    #[must_use]
+    pub fn new(decision: &Decision, rate: Rate) -> RateLimitHeaders {
+        let period = rate.period();
+        let window = (period.subsec_nanos() == 0).then_some(period.as_secs());
+        let retry_after = if decision.allowed {
+            None
+        } else {
+            Some(ceil_secs(decision.retry_after.unwrap_or_default()))
+        };
+        RateLimitHeaders {
+            quota: decision.limit,
+            window,
+            remaining: decision.remaining,
+            reset: retry_after.unwrap_or_else(|| ceil_secs(decision.reset_after)),
+            retry_after,
+        }
+    }
+
+    /// The value of `RateLimit-Policy`, such as `"default";q=2;w=30`.
+    #[must_use]
+    pub fn policy(&self) -> String {
+        let mut value = format!("\"{POLICY_NAME}\";q={}", self.quota);
+        if let Some(window) = self.window {
+            let _ = write!(value, ";w={window}");
+        }
+        value
+    }
+
+    /// The value of `RateLimit`, such as `"default";r=0;t=28`.
+    #[must_use]
+    pub fn rate_limit(&self) -> String {
+        format!("\"{POLICY_NAME}\";r={};t={}", self.remaining, self.reset)
+    }
+
+    /// On a denial, the value of `Retry-After` in whole seconds, rounded up (at least 1 for
+    /// any positive wait); `None` for an admission.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<u64> {
+        self.retry_after
+    }
+
+    /// The quota, `q`: admissions per window.
+    #[must_use]
+    pub fn quota(&self) -> u64 {
+        self.quota
+    }
+
+    /// The window in whole seconds, `w`; `None` when the period is not a whole number of
+    /// seconds, and then `w` is left out.
+    #[must_use]
+    pub fn window(&self) -> Option<u64> {
+        self.window
+    }
+
+    /// The admissions remaining, `r`.
+    #[must_use]
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Seconds until the quota is available again, `t`, rounded up.
+    #[must_use]
+    pub fn reset(&self) -> u64 {
+        self.reset
+    }
+
+    /// Every field as `(name, value)`: `RateLimit-Policy`, `RateLimit`, then `Retry-After` on a
+    /// denial.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, String)> + use<> {
+        [
+            Some((RATELIMIT_POLICY, self.policy())),
+            Some((RATELIMIT, self.rate_limit())),
+            self.retry_after
+                .map(|seconds| (RETRY_AFTER, seconds.to_string())),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
+impl fmt::Display for RateLimitHeaders {
+    /// The fields as they appear in an HTTP/1.1 message, one `name: value` per line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (name, value) in self.iter() {
+            writeln!(f, "{name}: {value}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `duration` in whole seconds, rounded up: 0 only for zero.
+pub(crate) fn ceil_secs(duration: Duration) -> u64 {
+    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use super::*;
+    use crate::Limiter;
+
+    fn rate(threshold: u64, period: Duration) -> Rate {
+        Rate::new(threshold, period).unwrap()
+    }
+
+    #[test]
+    fn rounds_waits_up_to_whole_seconds() {
+        assert_eq!(ceil_secs(Duration::ZERO), 0);
+        assert_eq!(ceil_secs(Duration::from_nanos(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_micros(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_secs(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_millis(1001)), 2);
+        assert_eq!(ceil_secs(Duration::new(29, 999_999_999)), 30);
+        assert_eq!(ceil_secs(Rate::MAX_PERIOD), 3_155_760_000);
+    }
+
+    #[test]
+    fn an_admission_reports_the_remaining_quota_and_when_the_window_empties() {
+        let decision = Decision::admitted(5, 3, Duration::from_millis(59_001));
+        let headers = decision.headers(rate(5, Duration::from_secs(60)));
+        assert_eq!(headers.policy(), r#""default";q=5;w=60"#);
+        assert_eq!(headers.rate_limit(), r#""default";r=3;t=60"#);
+        assert_eq!(headers.retry_after(), None);
+        let fields: Vec<_> = headers.iter().collect();
+        assert_eq!(
+            fields,
+            [
+                ("RateLimit-Policy", r#""default";q=5;w=60"#.to_owned()),
+                ("RateLimit", r#""default";r=3;t=60"#.to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_denial_reports_retry_after_rounded_up_in_both_fields() {
+        let decision = Decision::denied(2, Duration::from_micros(1), Duration::from_secs(29));
+        let headers = decision.headers(rate(2, Duration::from_secs(30)));
+        assert_eq!(
+            headers.retry_after(),
+            Some(1),
+            "never 0 for a positive wait"
+        );
+        assert_eq!(headers.rate_limit(), r#""default";r=0;t=1"#);
+        assert_eq!(
+            headers.to_string(),
+            "RateLimit-Policy: \"default\";q=2;w=30\n\
+             RateLimit: \"default\";r=0;t=1\n\
+             Retry-After: 1\n"
+        );
+    }
+
+    #[test]
+    fn a_period_of_fractional_seconds_leaves_the_window_out() {
+        let decision = Decision::admitted(10, 9, Duration::from_millis(1500));
+        let headers = decision.headers(rate(10, Duration::from_millis(1500)));
+        assert_eq!(headers.window(), None);
+        assert_eq!(headers.policy(), r#""default";q=10"#);
+        assert_eq!(headers.rate_limit(), r#""default";r=9;t=2"#);
+    }
+
+    /// Exact to the second against decisions of a real limiter at known times.
+    #[tokio::test(flavor = "current_thread")]
+    async fn matches_a_limiter_at_known_times() {
+        let limiter = Limiter::memory();
+        let rate = rate(2, Duration::from_secs(30));
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let check = |when: SystemTime| {
+            let limiter = limiter.clone();
+            async move { limiter.check_at("k", rate, when).await.unwrap() }
+        };
+
+        let first = check(at(0)).await.headers(rate);
+        assert_eq!(first.rate_limit(), r#""default";r=1;t=30"#);
+        let second = check(at(2_000)).await.headers(rate);
+        assert_eq!(second.rate_limit(), r#""default";r=0;t=30"#);
+        // Denied 2.5 s after the first admission: it leaves the window in 27.5 s.
+        let third = check(at(2_500)).await.headers(rate);
+        assert_eq!(third.policy(), r#""default";q=2;w=30"#);
+        assert_eq!(third.rate_limit(), r#""default";r=0;t=28"#);
+        assert_eq!(third.retry_after(), Some(28));
+        // 1 µs before the first admission leaves: still denied, and still 1 s to wait.
+        let last = check(at(30_000) - Duration::from_micros(1))
+            .await
+            .headers(rate);
+        assert_eq!(last.retry_after(), Some(1));
+        // At exactly first + period the first admission is out: admitted again.
+        let again = check(at(30_000)).await.headers(rate);
+        assert_eq!(again.retry_after(), None);
+        assert_eq!(again.rate_limit(), r#""default";r=0;t=30"#);
+    }
+}

@@ -1,0 +1,147 @@
+//! End to end: the `router_layer` example's app (a whole router limited per client IP by the
+//! tower layer), served on 127.0.0.1 and called by a real HTTP client.
+
+#[path = "support/http.rs"]
+mod support;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use examples::router_layer::{RATE, router};
+use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
+use ratelimit_runtime::{Limiter, Rate};
+use support::{client, field, policy, rate_limit, serve};
+
+#[tokio::test]
+async fn limits_every_route_per_client_ip_and_reports_on_admissions() {
+    assert_eq!(
+        (RATE.threshold(), RATE.period()),
+        (5, Duration::from_secs(10))
+    );
+    let base = serve(router(Limiter::memory(), Vec::new())).await;
+    let http = client();
+
+    for (call, path) in ["/", "/status", "/", "/status", "/"]
+        .into_iter()
+        .enumerate()
+    {
+        // Without trusted proxies, X-Forwarded-For changes nothing.
+        let response = http
+            .get(format!("{base}{path}"))
+            .header("x-forwarded-for", format!("198.51.100.{call}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "call {call}");
+        assert_eq!(
+            policy(field(&response, "ratelimit-policy")),
+            ("default".into(), 5, Some(10))
+        );
+        let (_, remaining, reset) = rate_limit(field(&response, "ratelimit"));
+        assert_eq!((remaining, reset), (4 - call as i64, 10), "call {call}");
+        assert!(response.headers().get("retry-after").is_none());
+    }
+    assert_eq!(
+        field(&http.get(&base).send().await.unwrap(), "ratelimit"),
+        r#""default";r=0;t=10"#
+    );
+    let denied = http.get(format!("{base}/status")).send().await.unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(field(&denied, "retry-after"), "10");
+    assert_eq!(field(&denied, "ratelimit"), r#""default";r=0;t=10"#);
+    assert_eq!(field(&denied, "ratelimit-policy"), r#""default";q=5;w=10"#);
+    assert_eq!(field(&denied, "content-type"), "application/problem+json");
+    let body: serde_json::Value = serde_json::from_str(&denied.text().await.unwrap()).unwrap();
+    assert_eq!(body["status"], 429);
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("rate limit exceeded for `api`: retry after "),
+        "{detail}"
+    );
+    assert!(
+        !detail.contains("127.0.0.1"),
+        "the detail never names the key"
+    );
+}
+
+#[tokio::test]
+async fn forwarded_for_counts_only_from_trusted_proxies() {
+    let trusted = vec!["127.0.0.0/8".parse().unwrap()];
+    let base = serve(router(Limiter::memory(), trusted)).await;
+    let http = client();
+    let from = |client_ip: &str| {
+        http.get(&base)
+            .header("x-forwarded-for", format!("6.6.6.6, {client_ip}"))
+    };
+    for _ in 0..5 {
+        assert_eq!(
+            from("203.0.113.7").send().await.unwrap().status(),
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        from("203.0.113.7").send().await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the client the proxy saw is limited, whatever it forged to the left"
+    );
+    assert_eq!(
+        from("203.0.113.8").send().await.unwrap().status(),
+        StatusCode::OK
+    );
+    // The proxy itself, without the header, is a client of its own.
+    assert_eq!(
+        http.get(&base).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+    // A proxy entry that is not an address: no key, a 400 (never a bypass).
+    let garbled = http
+        .get(&base)
+        .header("x-forwarded-for", "unknown")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(garbled.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_request_without_a_key_is_answered_not_passed() {
+    let rate = Rate::new(1, Duration::from_secs(60)).unwrap();
+    let limited = |layer: RateLimitLayer<HeaderKey>| {
+        Router::new()
+            .route("/", get(|| async { "secret" }))
+            .layer(layer)
+    };
+    let http = client();
+
+    let base = serve(limited(RateLimitLayer::new(
+        Limiter::memory(),
+        rate,
+        HeaderKey::new("x-api-key"),
+    )))
+    .await;
+    let missing = http.get(&base).send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(field(&missing, "content-type"), "application/problem+json");
+    let body: serde_json::Value = serde_json::from_str(&missing.text().await.unwrap()).unwrap();
+    assert_eq!(body["title"], "Bad Request");
+    let keyed = || http.get(&base).header("x-api-key", "k1");
+    assert_eq!(
+        keyed().send().await.unwrap().text().await.unwrap(),
+        "secret"
+    );
+    assert_eq!(
+        keyed().send().await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    // A configured answer instead.
+    let layer = RateLimitLayer::new(Limiter::memory(), rate, HeaderKey::new("x-api-key"))
+        .on_missing_key(|_| axum::response::IntoResponse::into_response(StatusCode::UNAUTHORIZED));
+    let base = serve(limited(layer)).await;
+    assert_eq!(
+        http.get(&base).send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+}
