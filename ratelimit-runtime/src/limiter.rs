@@ -158,7 +158,10 @@ impl Limiter {
             Store::Memory(store) => {
                 return Ok(store.check(key, rate, now_us));
             }
-            Store::Redis(store) => store.check(key, rate, now_us).await,
+            // Boxed: the Redis check's future is large (a kilobyte), and inline it would make
+            // every check's future as large, the in-process ones included, which then spend
+            // more time moving it than checking.
+            Store::Redis(store) => Box::pin(store.check(key, rate, now_us)).await,
             Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
         };
         match outcome {

@@ -4,11 +4,13 @@
 //! serves synchronous callers and backs [`FailurePolicy::Local`](crate::FailurePolicy::Local).
 
 use std::collections::VecDeque;
-use std::collections::hash_map::{HashMap, RandomState};
+use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
+
+use hashbrown::HashTable;
 
 use crate::{Decision, Rate, clock};
 
@@ -22,18 +24,34 @@ use crate::{Decision, Rate, clock};
 /// sweeps itself once it has seen as many checks as it holds keys (at least 64), and then also
 /// sweeps one other shard in turn, so that shards no check reaches any more are emptied too.
 pub(crate) struct MemoryStore {
+    /// Hashes each key once (keyed SipHash, as `HashMap`'s default, against crafted
+    /// collisions): the hash picks the shard and places the key in the shard's table.
     hasher: RandomState,
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Padded]>,
     /// The next shard swept on behalf of another one.
     sweep_cursor: AtomicUsize,
 }
 
+/// A shard on cache lines of its own, so that threads working on neighbouring shards do not
+/// contend for one line.
+#[derive(Default)]
+#[repr(align(128))]
+struct Padded(Mutex<Shard>);
+
 #[derive(Default)]
 struct Shard {
-    logs: HashMap<Box<str>, Log>,
+    /// The logs, placed by the hash of their key (computed once per check, by the store).
+    logs: HashTable<Entry>,
     /// Checks since the last sweep; a sweep runs once this reaches the shard's size, so its
     /// cost is amortised to O(1) per check.
     checks_since_sweep: usize,
+}
+
+/// One key's log, with the key's hash (to move it when the table grows).
+struct Entry {
+    hash: u64,
+    key: Box<str>,
+    log: Log,
 }
 
 /// One key's admissions, microseconds since the Unix epoch, sorted ascending.
@@ -58,7 +76,7 @@ impl MemoryStore {
         let count = (cores * 4).next_power_of_two().max(8);
         MemoryStore {
             hasher: RandomState::new(),
-            shards: (0..count).map(|_| Mutex::default()).collect(),
+            shards: (0..count).map(|_| Padded::default()).collect(),
             sweep_cursor: AtomicUsize::new(0),
         }
     }
@@ -75,24 +93,15 @@ impl MemoryStore {
     }
 
     fn check_now(&self, key: &str, rate: Rate, now: Now) -> Decision {
-        let index = self.hasher.hash_one(key) as usize & (self.shards.len() - 1);
+        let hash = self.hasher.hash_one(key);
+        // The map places entries by the hash's low bits: pick the shard by others.
+        let index = (hash >> 32) as usize & (self.shards.len() - 1);
         let mut shard = self.shards[index]
+            .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let swept = shard.sweep_if_due(now);
-        let decision = match shard.logs.get_mut(key) {
-            Some(log) => log.check(rate, now),
-            None => {
-                let mut log = Log {
-                    admissions: VecDeque::new(),
-                    expires_at: 0,
-                    idle_at: 0,
-                };
-                let decision = log.check(rate, now);
-                shard.logs.insert(key.into(), log);
-                decision
-            }
-        };
+        let decision = shard.check(hash, key, rate, now);
         drop(shard);
         if swept {
             self.sweep_another(now);
@@ -103,7 +112,7 @@ impl MemoryStore {
     /// Sweeps the shard under the cursor, unless another caller holds it right now.
     fn sweep_another(&self, now: Now) {
         let next = self.sweep_cursor.fetch_add(1, Ordering::Relaxed) & (self.shards.len() - 1);
-        if let Ok(mut shard) = self.shards[next].try_lock() {
+        if let Ok(mut shard) = self.shards[next].0.try_lock() {
             shard.sweep(now);
         }
     }
@@ -115,6 +124,7 @@ impl MemoryStore {
             .iter()
             .map(|shard| {
                 shard
+                    .0
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .logs
@@ -125,6 +135,22 @@ impl MemoryStore {
 }
 
 impl Shard {
+    /// Checks the key `key`, whose hash is `hash`, and records its log when it is new.
+    fn check(&mut self, hash: u64, key: &str, rate: Rate, now: Now) -> Decision {
+        if let Some(entry) = self.logs.find_mut(hash, |entry| *entry.key == *key) {
+            return entry.log.check(rate, now);
+        }
+        let mut log = Log::new();
+        let decision = log.check(rate, now);
+        let entry = Entry {
+            hash,
+            key: key.into(),
+            log,
+        };
+        self.logs.insert_unique(hash, entry, |entry| entry.hash);
+        decision
+    }
+
     /// Sweeps when due; `true` when it did.
     fn sweep_if_due(&mut self, now: Now) -> bool {
         self.checks_since_sweep += 1;
@@ -140,11 +166,19 @@ impl Shard {
     fn sweep(&mut self, now: Now) {
         self.checks_since_sweep = 0;
         self.logs
-            .retain(|_, log| log.expires_at > now.at || log.idle_at > now.wall);
+            .retain(|entry| entry.log.expires_at > now.at || entry.log.idle_at > now.wall);
     }
 }
 
 impl Log {
+    fn new() -> Log {
+        Log {
+            admissions: VecDeque::new(),
+            expires_at: 0,
+            idle_at: 0,
+        }
+    }
+
     fn check(&mut self, rate: Rate, now: Now) -> Decision {
         let period = rate.period_us();
         let now_us = now.at;
@@ -159,9 +193,18 @@ impl Log {
         let count = self.admissions.len() as u64;
         let threshold = rate.threshold();
         if count < threshold {
-            // Explicit timestamps may arrive out of order: keep the log sorted.
-            let at = self.admissions.partition_point(|&t| t <= now_us);
-            self.admissions.insert(at, now_us);
+            // Explicit timestamps may arrive out of order: keep the log sorted (in order, the
+            // common case, the new admission goes last).
+            if self
+                .admissions
+                .back()
+                .is_none_or(|&newest| newest <= now_us)
+            {
+                self.admissions.push_back(now_us);
+            } else {
+                let at = self.admissions.partition_point(|&t| t <= now_us);
+                self.admissions.insert(at, now_us);
+            }
             let newest = *self.admissions.back().unwrap_or(&now_us);
             self.expires_at = self.expires_at.max(newest.saturating_add(period));
             self.idle_at = self.idle_at.max(now.wall.saturating_add(period));
