@@ -26,7 +26,7 @@ cargo build --release -p benches --bins >&2
 cargo bench -p benches --bench memory --no-run >&2
 
 echo "== 1. Redis store vs redis-benchmark (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-target/release/redis | tee "$out/redis.jsonl"
+"${CARGO_TARGET_DIR:-target}/release/redis" | tee "$out/redis.jsonl"
 
 echo "== 2-3. in-process store vs governor, allocations, attribute overhead (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 # shellcheck disable=SC2086 # CRITERION_ARGS is a list of arguments
@@ -34,4 +34,4 @@ cargo bench -p benches --bench memory -- ${CRITERION_ARGS:-} 2>&1 \
   | python3 benches/criterion_ratios.py | tee "$out/memory.jsonl"
 
 echo "== 4. scaling (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-target/release/scaling | tee "$out/scaling.jsonl"
+"${CARGO_TARGET_DIR:-target}/release/scaling" | tee "$out/scaling.jsonl"
