@@ -16,85 +16,19 @@
 //! Before criterion runs, a counting global allocator prints one JSON line per path with the
 //! allocations per check in the steady state (after every key was seen once).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::pin::pin;
 use std::sync::{Barrier, LazyLock};
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use benches::{Rng, key_names};
 use criterion::{BenchmarkId, Criterion};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ratelimit_runtime::{Limiter, Rate, RateLimitError, rate_limit};
-
-/// The system allocator, counting allocations (reallocations included) on threads that ask.
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn record() {
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
-    }
-}
-
-// SAFETY: every call is passed on to `System` unchanged; counting touches only `const`
-// thread-locals without destructors, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        record();
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        record();
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        record();
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use tests::counting_alloc::{CountingAllocator, count_allocations, poll_ready as ready};
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// Allocations made by `f` on this thread.
-fn count_allocations(f: impl FnOnce()) -> u64 {
-    ALLOCATIONS.set(0);
-    COUNTING.set(true);
-    f();
-    COUNTING.set(false);
-    ALLOCATIONS.get()
-}
-
-/// The output of a future that is ready on its first poll (our in-process checks are).
-fn ready<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("an in-process check is ready on its first poll"),
-    }
-}
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// Keys of the standard workload.
 const KEYS: usize = 1000;
@@ -246,12 +180,12 @@ fn allocations() {
         for i in 0..10 * CHECKS as usize {
             black_box(ready(limiter.check(keys[i & (SEQUENCE - 1)], rate)).is_ok());
         }
-        let ours = count_allocations(|| {
+        let ((), ours) = count_allocations(|| {
             for i in 0..CHECKS as usize {
                 black_box(ready(limiter.check(keys[i & (SEQUENCE - 1)], rate)).is_ok());
             }
         });
-        let theirs = count_allocations(|| {
+        let ((), theirs) = count_allocations(|| {
             for i in 0..CHECKS as usize {
                 black_box(governor.check_key(&keys[i & (SEQUENCE - 1)]).is_ok());
             }
@@ -275,7 +209,8 @@ fn allocations() {
                 for _ in 0..CHECKS {
                     black_box(ready(annotated()).is_ok());
                 }
-            }),
+            })
+            .1,
         ),
         (
             "by_hand",
@@ -283,7 +218,8 @@ fn allocations() {
                 for _ in 0..CHECKS {
                     black_box(ready(by_hand()).is_ok());
                 }
-            }),
+            })
+            .1,
         ),
     ] {
         println!(

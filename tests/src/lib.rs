@@ -4,6 +4,8 @@
 //! kills it on drop, unless `RATELIMIT_TEST_REDIS_URL` names a server to use instead. The binary
 //! is `redis-server` on `PATH`, or the path in `REDIS_SERVER`.
 
+pub mod counting_alloc;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -7,76 +7,20 @@
 //! runtime: the in-process store answers on the first poll), so the test harness, other tests
 //! and the warm-up are not counted.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use ratelimit_runtime::{Limiter, RateLimitError, rate_limit};
-
-/// The system allocator, counting the allocations (reallocations included) of the threads
-/// that ask for it.
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn record() {
-    // `try_with`: a thread being torn down has no locals left, and is not counted.
-    let counting = COUNTING.try_with(Cell::get).unwrap_or(false);
-    if counting {
-        let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
-    }
-}
-
-// SAFETY: every call is passed on to `System` unchanged; counting touches only `const`
-// thread-locals without destructors, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        record();
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        record();
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        record();
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use tests::counting_alloc::{CountingAllocator, count_allocations, poll_ready};
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// Polls `future` once on this thread and returns its output with the number of allocations
 /// made while it ran (its creation and its output's drop are outside the count).
-fn allocations<F: Future>(future: F) -> (F::Output, usize) {
-    let mut future = pin!(future);
-    let mut context = Context::from_waker(Waker::noop());
-    ALLOCATIONS.set(0);
-    COUNTING.set(true);
-    let poll = future.as_mut().poll(&mut context);
-    COUNTING.set(false);
-    let Poll::Ready(output) = poll else {
-        panic!("an in-process check is ready on its first poll");
-    };
-    (output, ALLOCATIONS.get())
+fn allocations<F: Future>(future: F) -> (F::Output, u64) {
+    count_allocations(|| poll_ready(future))
 }
 
 /// A window short enough for the next call, 2 ms later, to find the last admission gone, so
