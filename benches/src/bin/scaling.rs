@@ -15,15 +15,13 @@
 //! Stdout: one JSON line per row and store; stderr: a table of ratios to the first row.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use benches::{BenchRedis, Rng, command_stats, key_names, reset_stats, setting, used_memory};
 use ratelimit_runtime::{FailurePolicy, Limiter, Rate};
+use tests::counting_alloc::poll_ready as ready;
 
 /// The system allocator, keeping the count of bytes live.
 struct Counting;
@@ -69,17 +67,6 @@ const ROWS: [(usize, u64); 6] = [
     (10, 1_000),
     (10, 100_000),
 ];
-
-fn ready<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("an in-process check is ready on its first poll"),
-    }
-}
 
 struct Measured {
     ns_per_check: f64,
