@@ -1,6 +1,7 @@
 //! Examples of `ratelimit-runtime`: see `examples/`. The HTTP examples keep their routers here,
 //! so that the end-to-end tests in `tests/` serve the very same apps.
 
+pub mod hello_actix;
 pub mod hello_axum;
 pub mod router_layer;
 
@@ -12,16 +13,31 @@ use std::net::SocketAddr;
 ///
 /// When `PORT` is not a port number or the port cannot be bound.
 pub async fn bind_from_env() -> std::io::Result<(tokio::net::TcpListener, SocketAddr)> {
-    let port = match std::env::var("PORT") {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port_from_env()?)).await?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
+}
+
+/// As [`bind_from_env`], for servers that take a `std` listener (actix-web).
+///
+/// # Errors
+///
+/// When `PORT` is not a port number or the port cannot be bound.
+pub fn bind_std_from_env() -> std::io::Result<(std::net::TcpListener, SocketAddr)> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port_from_env()?))?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
+}
+
+/// The port in `PORT`, or 0 (a free one) when it is not set.
+fn port_from_env() -> std::io::Result<u16> {
+    match std::env::var("PORT") {
         Ok(port) if !port.is_empty() => port.parse().map_err(|_| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("PORT is not a port number: {port:?}"),
             )
-        })?,
-        _ => 0,
-    };
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
-    let addr = listener.local_addr()?;
-    Ok((listener, addr))
+        }),
+        _ => Ok(0),
+    }
 }

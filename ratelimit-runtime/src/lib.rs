@@ -46,11 +46,48 @@
 //! - `axum`: [`RateLimitError`] implements axum's `IntoResponse` (429 with `Retry-After` and
 //!   the IETF `RateLimit-Policy`/`RateLimit` fields, 503, 500, each with an RFC 9457
 //!   problem+json body), and a tower layer limits whole routers: see the `axum` module.
+//! - `actix-web`: [`RateLimitError`] implements actix-web's `ResponseError`, with the same
+//!   statuses, fields and bodies: see the `actix_web` module.
+//! - `metrics`: counters and a histogram through the [`metrics`](https://docs.rs/metrics)
+//!   facade (0.24); see [Observability](#observability).
 //!
 //! # HTTP fields
 //!
 //! [`Decision::headers`] gives the `RateLimit-Policy`, `RateLimit` and `Retry-After` fields of a
 //! decision (draft-ietf-httpapi-ratelimit-headers-11), for any HTTP library: see [`headers`].
+//!
+//! # Observability
+//!
+//! Through [`tracing`](https://docs.rs/tracing), always on:
+//!
+//! - every check runs in a span `ratelimit.check` (debug level), a child of the caller's
+//!   current span, with the field `scope` (the attribute's scope, or the axum layer's; absent
+//!   for [`Limiter::check`] called by hand). It never holds the key;
+//! - a debug event per denial (`scope`, `key`, `retry_after`) and a trace event per admission
+//!   (`scope`);
+//! - a warn event once when the store becomes unavailable (and once for a key holding a value
+//!   of another type), an info event when it answers again, and a debug event (with the key)
+//!   for each check the failure policy answered.
+//!
+//! Keys may hold user identifiers (user ids, IP addresses, API keys): they appear only in
+//! debug and trace events, never in spans, events above debug, error messages or metrics.
+//!
+//! With the `metrics` feature, through the [`metrics`](https://docs.rs/metrics) facade (to any
+//! recorder installed, global or local):
+//!
+//! | name | kind | counts |
+//! | --- | --- | --- |
+//! | `ratelimit_admitted_total` | counter | admitted checks (by the store, or by the failure policy) |
+//! | `ratelimit_denied_total` | counter | denied checks (by the store, or by `FailurePolicy::Local`'s fallback) |
+//! | `ratelimit_policy_answered_total` | counter | checks the store could not answer, answered by the [`FailurePolicy`] (a `Closed` answer is an error: it counts here only) |
+//! | `ratelimit_check_duration_seconds` | histogram | how long each check took, the store's round trip included |
+//!
+//! Their one label is `scope`: the scope of the `#[rate_limit]` function (its path, or its
+//! `name`) or of the axum layer. Checks made by calling [`Limiter::check`] or
+//! [`Limiter::check_at`] by hand carry no label: the key is never a label (it may hold a user
+//! identifier, and one series per user would swamp the metrics store). A scope's label is made
+//! the first time the scope is seen and kept for the life of the process, so checks allocate
+//! nothing for their metrics.
 
 mod clock;
 mod decision;
@@ -58,7 +95,11 @@ mod error;
 mod global;
 pub mod headers;
 mod limiter;
+#[cfg(feature = "metrics")]
+mod observe;
 mod policy;
+#[cfg(any(feature = "axum", feature = "actix-web"))]
+mod problem;
 mod rate;
 mod store;
 
@@ -76,6 +117,9 @@ pub use rate::Rate;
 
 #[cfg(feature = "axum")]
 pub mod axum;
+
+#[cfg(feature = "actix-web")]
+pub mod actix_web;
 
 #[cfg(feature = "macros")]
 pub use ratelimit_macros::rate_limit;

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
+use tracing::Instrument as _;
+
 use crate::clock;
 use crate::error::StoreError;
 use crate::store::memory::MemoryStore;
@@ -116,16 +118,22 @@ impl Limiter {
 
     /// Checks `key` against `rate` now, and records the call if it is admitted.
     ///
-    /// `key` is any text (user identifiers included; it is never logged above debug level);
-    /// in Redis it becomes `<prefix><key>`. Now is the Redis server's `TIME` for a Redis
-    /// limiter, the local wall clock otherwise.
+    /// `key` is any text (user identifiers included; it is never logged above debug level,
+    /// nor used as a metrics label); in Redis it becomes `<prefix><key>`. Now is the Redis
+    /// server's `TIME` for a Redis limiter, the local wall clock otherwise.
+    ///
+    /// The check runs in a `ratelimit.check` span (without a `scope`), and with the `metrics`
+    /// feature is counted without labels: see the crate's
+    /// [Observability](crate#observability).
     ///
     /// # Errors
     ///
     /// A denial is `Ok` with `allowed == false`. `Err` only when the store failed and the
     /// policy is [`FailurePolicy::Closed`]: [`RateLimitError::Unavailable`].
     pub async fn check(&self, key: &str, rate: Rate) -> Result<Decision, RateLimitError> {
-        self.check_us(key, rate, None).await
+        self.check_in(None, key, rate, None)
+            .instrument(Limiter::span(None))
+            .await
     }
 
     /// Checks `key` against `rate` at the time `at`, and records the call if it is admitted.
@@ -145,11 +153,51 @@ impl Limiter {
         at: SystemTime,
     ) -> Result<Decision, RateLimitError> {
         let now = clock::micros_since_epoch(at)?;
-        self.check_us(key, rate, Some(now)).await
+        self.check_in(None, key, rate, Some(now))
+            .instrument(Limiter::span(None))
+            .await
+    }
+
+    /// The span a check runs in: `ratelimit.check` at debug level, with the field `scope`
+    /// for the checks of `#[rate_limit]` and of the axum layer (never the key).
+    pub(crate) fn span(scope: Option<&str>) -> tracing::Span {
+        tracing::debug_span!("ratelimit.check", scope)
+    }
+
+    /// [`check`](Limiter::check) for the attribute and the layer, labelled with `scope` in
+    /// the metrics, in the caller's span (made by [`Limiter::span`]).
+    pub(crate) async fn check_in_scope(
+        &self,
+        scope: &str,
+        key: &str,
+        rate: Rate,
+    ) -> Result<Decision, RateLimitError> {
+        self.check_in(Some(scope), key, rate, None).await
+    }
+
+    /// A check, counted in the metrics (feature `metrics`) under `scope`.
+    async fn check_in(
+        &self,
+        scope: Option<&str>,
+        key: &str,
+        rate: Rate,
+        now_us: Option<u64>,
+    ) -> Result<Decision, RateLimitError> {
+        #[cfg(feature = "metrics")]
+        let started = std::time::Instant::now();
+        let result = self.check_us(scope, key, rate, now_us).await;
+        #[cfg(feature = "metrics")]
+        crate::observe::checked(
+            scope,
+            result.as_ref().ok().map(|decision| decision.allowed),
+            started.elapsed(),
+        );
+        result
     }
 
     async fn check_us(
         &self,
+        scope: Option<&str>,
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
@@ -173,12 +221,13 @@ impl Limiter {
                 }
                 Ok(decision)
             }
-            Err(error) => self.answer_by_policy(key, rate, now_us, error),
+            Err(error) => self.answer_by_policy(scope, key, rate, now_us, error),
         }
     }
 
     fn answer_by_policy(
         &self,
+        scope: Option<&str>,
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
@@ -195,6 +244,10 @@ impl Limiter {
             tracing::warn!(%error, ?policy, "rate limit store unavailable; answering by the failure policy");
         }
         tracing::debug!(%error, key, ?policy, "check answered by the failure policy");
+        #[cfg(feature = "metrics")]
+        crate::observe::policy_answered(scope);
+        #[cfg(not(feature = "metrics"))]
+        let _ = scope;
         match policy {
             FailurePolicy::Open => Ok(Decision::admitted(
                 rate.threshold(),

@@ -3,6 +3,8 @@
 
 use std::fmt::{self, Display, Write as _};
 
+use tracing::Instrument as _;
+
 use crate::error::Denied;
 use crate::{Limiter, Rate, RateLimitError};
 
@@ -70,7 +72,20 @@ pub async fn check(
     key: Option<String>,
     rate: Rate,
 ) -> Result<(), RateLimitError> {
-    let decision = limiter.check(key.as_deref().unwrap_or(scope), rate).await?;
+    check_in_span(limiter, scope, key, rate)
+        .instrument(Limiter::span(Some(scope)))
+        .await
+}
+
+async fn check_in_span(
+    limiter: &Limiter,
+    scope: &'static str,
+    key: Option<String>,
+    rate: Rate,
+) -> Result<(), RateLimitError> {
+    let decision = limiter
+        .check_in_scope(scope, key.as_deref().unwrap_or(scope), rate)
+        .await?;
     if decision.allowed {
         tracing::trace!(scope, "rate limit admitted the call");
         return Ok(());

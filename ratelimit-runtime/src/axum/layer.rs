@@ -16,6 +16,7 @@ use http::request::Parts;
 use http::{HeaderName, Request, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
+use tracing::Instrument as _;
 
 use crate::__private::scoped_key;
 use crate::{Denied, Limiter, Rate, RateLimitError};
@@ -226,6 +227,7 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let config = Arc::clone(&self.config);
+        let span = Limiter::span(Some(&self.config.scope));
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             let Some(key) = config.key.extract(&parts) else {
@@ -233,7 +235,12 @@ where
                 return Ok((config.on_missing_key)(&parts));
             };
             let scoped = scoped_key(&config.scope, &key);
-            let decision = match config.limiter.check(&scoped, config.rate).await {
+            let checked = config
+                .limiter
+                .check_in_scope(&config.scope, &scoped, config.rate)
+                .instrument(span)
+                .await;
+            let decision = match checked {
                 Ok(decision) => decision,
                 Err(error) => return Ok(error.into_response()),
             };

@@ -67,22 +67,13 @@ mod layer;
 
 pub use layer::{HeaderKey, IpRange, KeyExtractor, PeerIp, RateLimitLayer, RateLimitService};
 
-use std::fmt::Write as _;
-use std::time::Duration;
-
 use ::axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use http::{HeaderMap, StatusCode};
 
+use crate::problem::{ErrorResponse, problem_body};
+pub use crate::problem::{PROBLEM_JSON, UNAVAILABLE_RETRY_AFTER};
 use crate::{RateLimitError, RateLimitHeaders};
-
-/// The `Retry-After` of a 503 answered when the store is unavailable (under
-/// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)): 5 seconds. The limiter reconnects
-/// on its own; this keeps clients from hammering it meanwhile.
-pub const UNAVAILABLE_RETRY_AFTER: Duration = Duration::from_secs(5);
-
-/// The media type of the bodies: `application/problem+json` (RFC 9457).
-pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// `RateLimit-Policy`, as an [`http`] header name.
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -113,68 +104,35 @@ impl RateLimitHeaders {
 /// configuration, each with a problem+json body (see the [module docs](self)).
 impl IntoResponse for RateLimitError {
     fn into_response(self) -> Response {
-        match &self {
-            RateLimitError::Denied(denied) => {
-                let mut response = problem(StatusCode::TOO_MANY_REQUESTS, &self.to_string());
-                denied.headers().apply(response.headers_mut());
-                response
-            }
-            RateLimitError::Unavailable(_) => {
-                let mut response = problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the rate limit store is unavailable; try again later",
-                );
-                response.headers_mut().insert(
-                    RETRY_AFTER,
-                    HeaderValue::from(UNAVAILABLE_RETRY_AFTER.as_secs()),
-                );
-                response
-            }
-            RateLimitError::InvalidInput(_) | RateLimitError::InvalidConfig(_) => {
-                tracing::error!(error = %self, "rate limit check failed; answering 500");
-                problem(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the rate limit could not be checked",
-                )
-            }
+        let answer = ErrorResponse::of(&self);
+        let status =
+            StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = problem(status, &answer.detail);
+        if let Some(fields) = answer.fields {
+            fields.apply(response.headers_mut());
         }
+        if let Some(seconds) = answer.retry_after {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
 /// A problem details response (RFC 9457) of `status`, with `type` `about:blank`, the status's
 /// reason phrase as `title`, and `detail`.
 pub fn problem(status: StatusCode, detail: &str) -> Response {
-    let mut body = String::with_capacity(96 + detail.len());
-    body.push_str(r#"{"type":"about:blank","title":"#);
-    push_json_string(&mut body, status.canonical_reason().unwrap_or(""));
-    let _ = write!(body, r#","status":{},"detail":"#, status.as_u16());
-    push_json_string(&mut body, detail);
-    body.push('}');
+    let body = problem_body(
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        detail,
+    );
     let mut response = (status, body).into_response();
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
     response
-}
-
-/// `text` as a JSON string, quotes included (RFC 8259: `"`, `\` and control characters
-/// escaped).
-fn push_json_string(out: &mut String, text: &str) {
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// A header value made of visible ASCII (what [`RateLimitHeaders`] writes).

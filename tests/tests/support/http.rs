@@ -23,6 +23,32 @@ pub async fn serve(app: Router) -> String {
     format!("http://{addr}")
 }
 
+/// Serves the actix-web app that `configure` sets up on 127.0.0.1 on a free port, on a thread
+/// of its own (an actix system, one worker); returns its base URL and the server's handle.
+pub fn serve_actix<F>(configure: F) -> (String, actix_web::dev::ServerHandle)
+where
+    F: Fn(&mut actix_web::web::ServiceConfig) + Clone + Send + 'static,
+{
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let server = actix_web::HttpServer::new(move || {
+                actix_web::App::new().configure(configure.clone())
+            })
+            .workers(1)
+            .disable_signals()
+            .listen(listener)
+            .unwrap()
+            .run();
+            handle_tx.send(server.handle()).unwrap();
+            server.await
+        })
+    });
+    (format!("http://{addr}"), handle_rx.recv().unwrap())
+}
+
 /// A real HTTP client, without proxies (only 127.0.0.1 is called).
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()

@@ -1,0 +1,80 @@
+//! What the limiter reports through the `metrics` facade (feature `metrics`): see the crate
+//! docs for the names and the label.
+//!
+//! The checks of `#[rate_limit]` are labelled with their scope, a `&'static str`; the layer's
+//! with its configured scope. The labels of a scope are made once, the first time it is seen,
+//! and kept for the life of the process (scopes are few: one per limited function or layer),
+//! so that a check allocates nothing for its metrics, as it allocates nothing for its key.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, PoisonError, RwLock};
+use std::time::Duration;
+
+use metrics::{Key, Label, Level, Metadata};
+
+/// Admitted checks (by the store or by the failure policy).
+pub(crate) const ADMITTED: &str = "ratelimit_admitted_total";
+/// Denied checks (by the store or by the `Local` failure policy's fallback).
+pub(crate) const DENIED: &str = "ratelimit_denied_total";
+/// Checks the store could not answer, answered by the failure policy instead.
+pub(crate) const POLICY_ANSWERED: &str = "ratelimit_policy_answered_total";
+/// How long checks took, in seconds, store round trip included.
+pub(crate) const CHECK_DURATION: &str = "ratelimit_check_duration_seconds";
+/// The label naming the scope.
+pub(crate) const SCOPE: &str = "scope";
+
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+/// The labels of each scope seen so far.
+static LABELS: LazyLock<RwLock<HashMap<&'static str, &'static [Label]>>> =
+    LazyLock::new(|| RwLock::new(HashMap::new()));
+
+/// `scope="<scope>"`, or no label for a check made by calling the limiter by hand.
+fn labels(scope: Option<&str>) -> &'static [Label] {
+    let Some(scope) = scope else {
+        return &[];
+    };
+    let known = LABELS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(scope)
+        .copied();
+    if let Some(labels) = known {
+        return labels;
+    }
+    let mut all = LABELS.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(labels) = all.get(scope) {
+        return labels;
+    }
+    let scope: &'static str = Box::leak(scope.into());
+    let labels: &'static [Label] = Box::leak(Box::new([Label::from_static_parts(SCOPE, scope)]));
+    all.insert(scope, labels);
+    labels
+}
+
+/// Whichever the answer: admitted or denied, with the check's duration.
+pub(crate) fn checked(scope: Option<&str>, admitted: Option<bool>, elapsed: Duration) {
+    let labels = labels(scope);
+    metrics::with_recorder(|recorder| {
+        if let Some(admitted) = admitted {
+            let name = if admitted { ADMITTED } else { DENIED };
+            recorder
+                .register_counter(&Key::from_static_parts(name, labels), &METADATA)
+                .increment(1);
+        }
+        recorder
+            .register_histogram(&Key::from_static_parts(CHECK_DURATION, labels), &METADATA)
+            .record(elapsed.as_secs_f64());
+    });
+}
+
+/// The store could not answer: the failure policy did.
+pub(crate) fn policy_answered(scope: Option<&str>) {
+    let labels = labels(scope);
+    metrics::with_recorder(|recorder| {
+        recorder
+            .register_counter(&Key::from_static_parts(POLICY_ANSWERED, labels), &METADATA)
+            .increment(1);
+    });
+}

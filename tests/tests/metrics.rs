@@ -1,0 +1,156 @@
+//! The `metrics` feature: after a known sequence of checks, a recorder holds exactly the
+//! expected counts, labelled with the attribute's scope (never a key), and none for checks
+//! made by calling the limiter by hand. The recorder is local to the test's thread
+//! (`metrics::with_local_recorder`), and the checks run on a current-thread runtime inside it.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use metrics_util::MetricKind;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use ratelimit_runtime::{FailurePolicy, Limiter, Rate, RateLimitError, rate_limit};
+
+#[rate_limit(period = 60, threshold = 2, name = "metrics.hello", key = user, limiter = limiter)]
+async fn hello(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 2, name = "metrics.closed", limiter = limiter)]
+async fn closed(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 2, name = "metrics.local", limiter = limiter)]
+async fn local(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// Runs `checks` on a current-thread runtime with a fresh local recorder; returns every
+/// counter as `"name{labels}" => count` and every histogram as `"name{labels}" => samples`.
+fn record<F: Future<Output = ()>>(
+    checks: impl FnOnce() -> F,
+) -> (BTreeMap<String, u64>, BTreeMap<String, usize>) {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || runtime.block_on(checks()));
+    let (mut counters, mut histograms) = (BTreeMap::new(), BTreeMap::new());
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let labels: Vec<String> = key
+            .key()
+            .labels()
+            .map(|label| format!("{}={}", label.key(), label.value()))
+            .collect();
+        let name = format!("{}{{{}}}", key.key().name(), labels.join(","));
+        match (key.kind(), value) {
+            (MetricKind::Counter, DebugValue::Counter(count)) => {
+                counters.insert(name, count);
+            }
+            (MetricKind::Histogram, DebugValue::Histogram(samples)) => {
+                assert!(samples.iter().all(|s| s.0 >= 0.0 && s.0 < 10.0), "{name}");
+                histograms.insert(name, samples.len());
+            }
+            other => panic!("unexpected metric {name}: {other:?}"),
+        }
+    }
+    (counters, histograms)
+}
+
+fn map<V: Copy>(entries: &[(&str, V)]) -> BTreeMap<String, V> {
+    entries
+        .iter()
+        .map(|&(name, value)| (name.to_owned(), value))
+        .collect()
+}
+
+const RATE: Rate = Rate::new_const(2, Duration::from_secs(60));
+
+#[test]
+fn three_calls_at_threshold_two_are_two_admitted_and_one_denied() {
+    let (counters, histograms) = record(|| async {
+        let limiter = Limiter::memory();
+        for _ in 0..3 {
+            let _ = hello(&limiter, "user-42").await;
+        }
+        // Another user: a counter of its own in the store, the same label in the metrics.
+        hello(&limiter, "user-7").await.unwrap();
+    });
+    assert_eq!(
+        counters,
+        map(&[
+            ("ratelimit_admitted_total{scope=metrics.hello}", 3),
+            ("ratelimit_denied_total{scope=metrics.hello}", 1),
+        ])
+    );
+    assert_eq!(
+        histograms,
+        map(&[("ratelimit_check_duration_seconds{scope=metrics.hello}", 4)])
+    );
+    assert!(!format!("{counters:?}").contains("user-"), "never a key");
+}
+
+#[test]
+fn checks_by_hand_carry_no_label() {
+    let (counters, histograms) = record(|| async {
+        let limiter = Limiter::memory();
+        for _ in 0..3 {
+            limiter.check("user-42", RATE).await.unwrap();
+        }
+    });
+    assert_eq!(
+        counters,
+        map(&[
+            ("ratelimit_admitted_total{}", 2),
+            ("ratelimit_denied_total{}", 1),
+        ])
+    );
+    assert_eq!(
+        histograms,
+        map(&[("ratelimit_check_duration_seconds{}", 3)])
+    );
+}
+
+async fn dead_redis(policy: FailurePolicy) -> Limiter {
+    Limiter::builder()
+        .redis_url("redis://127.0.0.1:1/")
+        .failure_policy(policy)
+        .timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap()
+}
+
+#[test]
+fn a_store_that_cannot_answer_counts_as_policy_answered() {
+    let (counters, histograms) = record(|| async {
+        let limiter = dead_redis(FailurePolicy::Closed).await;
+        let err = closed(&limiter).await.unwrap_err();
+        assert!(matches!(err, RateLimitError::Unavailable(_)), "{err}");
+
+        // `Local` answers from its in-process fallback: admitted, admitted, denied.
+        let limiter = dead_redis(FailurePolicy::Local).await;
+        for _ in 0..3 {
+            let _ = local(&limiter).await;
+        }
+    });
+    assert_eq!(
+        counters,
+        map(&[
+            ("ratelimit_admitted_total{scope=metrics.local}", 2),
+            ("ratelimit_denied_total{scope=metrics.local}", 1),
+            ("ratelimit_policy_answered_total{scope=metrics.closed}", 1),
+            ("ratelimit_policy_answered_total{scope=metrics.local}", 3),
+        ])
+    );
+    assert_eq!(
+        histograms,
+        map(&[
+            ("ratelimit_check_duration_seconds{scope=metrics.closed}", 1),
+            ("ratelimit_check_duration_seconds{scope=metrics.local}", 3),
+        ])
+    );
+}
