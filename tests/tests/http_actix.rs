@@ -1,4 +1,4 @@
-//! End to end: the `hello_actix` example's app (the seeds' `HelloController` on actix-web),
+//! End to end: the `hello_actix` example's app (the articles' `HelloController` on actix-web),
 //! served on 127.0.0.1 and called by a real HTTP client. Status codes, the
 //! draft-ietf-httpapi-ratelimit-headers-11 fields (parsed), `Retry-After` against the limiter's
 //! own decision, and the RFC 9457 problem+json bodies: the same answers as `http_axum`.
@@ -6,116 +6,25 @@
 #[path = "support/http.rs"]
 mod support;
 
-use std::time::Duration;
+#[path = "support/hello.rs"]
+mod hello;
 
-use ratelimit_runtime::{FailurePolicy, Limiter, Rate};
-use serde_json::Value;
-use support::{client, field, policy, rate_limit as rate_limit_field, serve_actix};
-
-/// The rate of `GET /hello/sayHi`.
-const HELLO: Rate = Rate::new_const(2, Duration::from_secs(30));
-
-async fn problem(response: reqwest::Response, status: u16) -> Value {
-    assert_eq!(response.status().as_u16(), status);
-    assert_eq!(field(&response, "content-type"), "application/problem+json");
-    let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
-    assert_eq!(body["type"], "about:blank");
-    assert_eq!(body["status"], status);
-    assert!(
-        body["title"].is_string() && body["detail"].is_string(),
-        "{body}"
-    );
-    body
-}
+use ratelimit_runtime::Limiter;
+use support::serve_actix;
 
 #[tokio::test]
 async fn say_hi_admits_two_calls_per_user_and_uri_then_answers_429() {
     let limiter = Limiter::memory();
     let (base, server) = serve_actix(examples::hello_actix::app(limiter.clone()));
-    let url = format!("{base}/hello/sayHi");
-    let http = client();
-    let alice = || http.get(&url).header("X-User-Id", "alice");
-
-    for _ in 0..2 {
-        let response = alice().send().await.unwrap();
-        assert_eq!(response.status().as_u16(), 200);
-        assert_eq!(response.text().await.unwrap(), "hi, alice");
-    }
-
-    let denied = alice().send().await.unwrap();
-    assert_eq!(denied.status().as_u16(), 429);
-    // The same decision, asked of the same limiter right after (a denial is not recorded,
-    // so this check sees the same window): Retry-After is its wait rounded up, to the second.
-    let decision = limiter
-        .check("hello.sayHi:alice:/hello/sayHi", HELLO)
-        .await
-        .unwrap();
-    assert!(!decision.allowed);
-    let wait = decision.retry_after.unwrap();
-    let expected = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    assert_eq!(
-        expected, 30,
-        "calls microseconds apart wait the whole period, rounded up"
-    );
-    assert_eq!(field(&denied, "retry-after"), "30");
-    assert_eq!(field(&denied, "retry-after"), expected.to_string());
-    assert_eq!(field(&denied, "ratelimit-policy"), r#""default";q=2;w=30"#);
-    assert_eq!(
-        policy(field(&denied, "ratelimit-policy")),
-        ("default".into(), 2, Some(30))
-    );
-    assert_eq!(field(&denied, "ratelimit"), r#""default";r=0;t=30"#);
-    assert_eq!(
-        rate_limit_field(field(&denied, "ratelimit")),
-        ("default".into(), 0, 30)
-    );
-    let body = problem(denied, 429).await;
-    assert_eq!(body["title"], "Too Many Requests");
-    let detail = body["detail"].as_str().unwrap();
-    assert!(
-        detail.starts_with("rate limit exceeded for `hello.sayHi`: retry after 29."),
-        "{detail}"
-    );
-    assert!(!detail.contains("alice"), "the detail never names the key");
-    assert_eq!(body.as_object().unwrap().len(), 4, "{body}");
-
-    // The query parameter names the same user; another user has a counter of their own.
-    let by_query = http.get(format!("{url}?user=alice")).send().await.unwrap();
-    assert_eq!(by_query.status().as_u16(), 429);
-    let bob = http.get(format!("{url}?user=bob")).send().await.unwrap();
-    assert_eq!(bob.status().as_u16(), 200);
-    assert_eq!(bob.text().await.unwrap(), "hi, bob");
-
-    // No user: a 400 before the limit is checked.
-    let anonymous = problem(http.get(&url).send().await.unwrap(), 400).await;
-    assert_eq!(anonymous["title"], "Bad Request");
-
+    hello::admits_two_calls_per_user_and_uri_then_answers_429(&base, &limiter).await;
     server.stop(true).await;
 }
 
 /// `FailurePolicy::Closed` and a Redis that is not there: 503 with `Retry-After`.
 #[tokio::test]
 async fn an_unavailable_store_answers_503() {
-    let limiter = Limiter::builder()
-        .redis_url("redis://127.0.0.1:1/")
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(Duration::from_millis(200))
-        .build()
-        .await
-        .unwrap();
+    let limiter = hello::unavailable_limiter().await;
     let (base, server) = serve_actix(examples::hello_actix::app(limiter));
-    let response = client()
-        .get(format!("{base}/hello/sayHi?user=alice"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(field(&response, "retry-after"), "5");
-    assert!(response.headers().get("ratelimit").is_none());
-    let body = problem(response, 503).await;
-    assert_eq!(body["title"], "Service Unavailable");
-    assert_eq!(
-        body["detail"],
-        "the rate limit store is unavailable; try again later"
-    );
+    hello::answers_503(&base).await;
     server.stop(true).await;
 }
