@@ -1,4 +1,4 @@
-//! The seeds' Spring `HelloController` on actix-web: `GET /hello/sayHi`, at most 2 calls per
+//! The Java articles' Spring `HelloController` on actix-web: `GET /hello/sayHi`, at most 2 calls per
 //! 30 seconds per user and URI, with the denial turned into a standard 429 by
 //! `RateLimitError`'s `ResponseError` (feature `actix-web`). The same app as
 //! [`hello_axum`](crate::hello_axum), answering alike.
@@ -10,7 +10,8 @@ use actix_web::error::InternalError;
 use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, web};
 use ratelimit_runtime::{Limiter, RateLimitError, rate_limit};
-use serde::Deserialize;
+
+use crate::user::{self, User, UserQuery};
 
 /// The app: `GET /hello/sayHi`, limited by `limiter` (the handler takes it from the app
 /// data). Give it to `App::configure`, in the factory of an `HttpServer`:
@@ -40,22 +41,6 @@ async fn say_hi(
     Ok(format!("hi, {user}"))
 }
 
-/// The caller: the `X-User-Id` header, else the `user` query parameter. A request with
-/// neither is answered `400 Bad Request` before the limit is checked.
-#[derive(Debug)]
-pub struct User(String);
-
-impl std::fmt::Display for User {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-#[derive(Deserialize)]
-struct UserQuery {
-    user: Option<String>,
-}
-
 impl FromRequest for User {
     type Error = actix_web::Error;
     type Future = Ready<Result<User, actix_web::Error>>;
@@ -63,24 +48,15 @@ impl FromRequest for User {
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
         let header = request
             .headers()
-            .get("x-user-id")
+            .get(user::HEADER)
             .and_then(|value| value.to_str().ok());
-        let user = match header {
-            Some(user) => Some(user.to_owned()),
-            None => web::Query::<UserQuery>::from_query(request.query_string())
-                .ok()
-                .and_then(|query| query.into_inner().user),
-        };
-        ready(match user.map(|user| user.trim().to_owned()) {
-            Some(user) if !user.is_empty() => Ok(User(user)),
-            _ => Err(InternalError::from_response(
-                "no user",
-                ratelimit_runtime::actix_web::problem(
-                    StatusCode::BAD_REQUEST,
-                    "name the user in the `X-User-Id` header or the `user` query parameter",
-                ),
-            )
-            .into()),
-        })
+        let query = web::Query::<UserQuery>::from_query(request.query_string())
+            .ok()
+            .map(web::Query::into_inner);
+        ready(User::from_header_or_query(header, query).ok_or_else(|| {
+            let answer =
+                ratelimit_runtime::actix_web::problem(StatusCode::BAD_REQUEST, user::MISSING);
+            InternalError::from_response("no user", answer).into()
+        }))
     }
 }

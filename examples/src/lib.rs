@@ -4,6 +4,7 @@
 pub mod hello_actix;
 pub mod hello_axum;
 pub mod router_layer;
+pub mod user;
 
 use std::net::SocketAddr;
 
