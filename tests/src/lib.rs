@@ -4,7 +4,10 @@
 //! kills it on drop, unless `RATELIMIT_TEST_REDIS_URL` names a server to use instead. The binary
 //! is `redis-server` on `PATH`, or the path in `REDIS_SERVER`.
 
+pub mod cluster;
 pub mod counting_alloc;
+pub mod proxy;
+pub mod tls;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -108,6 +111,35 @@ impl TestRedis {
         &self.url
     }
 
+    /// The server's socket address (resolved from [`TestRedis::url`]), e.g. for a
+    /// [`proxy::FaultProxy`] in front of it.
+    ///
+    /// # Panics
+    ///
+    /// When the URL's host does not resolve.
+    #[must_use]
+    pub fn address(&self) -> SocketAddr {
+        use std::net::ToSocketAddrs;
+        let rest = self
+            .url
+            .split_once("://")
+            .map_or(self.url.as_str(), |(_, rest)| rest);
+        let authority = rest.split('/').next().unwrap_or(rest);
+        let host_port = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, host)| host);
+        let host_port = if host_port.contains(':') {
+            host_port.to_owned()
+        } else {
+            format!("{host_port}:6379")
+        };
+        host_port
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut addresses| addresses.next())
+            .unwrap_or_else(|| panic!("cannot resolve the test Redis address in {}", self.url))
+    }
+
     /// A connection for inspecting what the limiter wrote.
     ///
     /// # Panics
@@ -163,6 +195,16 @@ impl Drop for TestRedis {
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
     listener.local_addr().expect("local address").port()
+}
+
+/// The lowest port of the OS's ephemeral range (what [`free_port`] and outgoing connections
+/// get): the proxy and the test clusters pick their ports below it, so that nothing else takes
+/// them meanwhile. 32768 (Linux's default) when it cannot be read.
+pub(crate) fn ephemeral_port_floor() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// A key prefix no other test (or run) uses: `test:<pid>:<n>:<name>:`.

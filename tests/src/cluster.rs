@@ -1,0 +1,803 @@
+//! [`TestCluster`]: a real Redis Cluster of N masters (no replicas) for one test.
+//!
+//! Each master is a `redis-server` on `127.0.0.1` with nothing on disk but its cluster
+//! configuration file, in a temporary directory of its own cluster:
+//!
+//! ```text
+//! redis-server --port P --bind 127.0.0.1 --cluster-enabled yes
+//!     --cluster-config-file <dir>/nodes-P.conf --cluster-node-timeout 2000
+//!     --cluster-require-full-coverage no --save "" --appendonly no --dir <dir>
+//!     --logfile <dir>/node-P.log
+//! ```
+//!
+//! formed with `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes`, and ready
+//! when every node reports `cluster_state:ok` and all agree on `CLUSTER SLOTS`. Its slots are
+//! split evenly in node order (node 0 owns the lowest slots), as `redis-cli` does.
+//!
+//! `cluster-require-full-coverage no` keeps the other masters serving their slots after
+//! [`TestCluster::kill`] stops one (with the default, `yes`, the whole cluster would answer
+//! `CLUSTERDOWN` once the dead node is marked failed, after the node timeout).
+//!
+//! Ports: each node needs P and its bus port P + 10000 free. They are picked below the OS's
+//! ephemeral port range (bus ports included), so no [`crate::free_port`] or outgoing
+//! connection of a concurrent test takes them between the probe and the start; a node whose
+//! start fails anyway (port taken by another process) is started again on other ports. Clusters
+//! of concurrent tests in one process never probe the same ports.
+//!
+//! The binaries are `redis-server` and `redis-cli` on `PATH`, or the paths in `REDIS_SERVER`
+//! and `REDIS_CLI`. Dropping the cluster kills every node and removes its directory.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+/// The number of hash slots of a Redis Cluster.
+pub const SLOTS: u16 = 16_384;
+
+/// The cluster's `cluster-node-timeout`, in milliseconds.
+pub const NODE_TIMEOUT_MS: u64 = 2_000;
+
+/// How long a started cluster may take to agree on its slots.
+const FORM_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The timeouts of the harness's own (inspection and administration) connections.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The timeout of one `MIGRATE`, in milliseconds.
+const MIGRATE_TIMEOUT_MS: u64 = 5_000;
+
+/// A Redis Cluster of masters for one test; see the [module documentation](self).
+pub struct TestCluster {
+    nodes: Vec<Node>,
+    directory: PathBuf,
+}
+
+struct Node {
+    port: u16,
+    id: String,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+/// One contiguous range of slots as a node reports it in `CLUSTER SLOTS`: first and last slot,
+/// and the master's node id.
+type SlotRange = (u16, u16, String);
+
+impl TestCluster {
+    /// Starts `masters` masters (at least 3, as `redis-cli --cluster create` requires), forms
+    /// the cluster and waits (up to 20 s) until every node reports `cluster_state:ok` and all
+    /// agree on the slots.
+    ///
+    /// # Panics
+    ///
+    /// When `redis-server` or `redis-cli` cannot be found (with how to install them), a node
+    /// does not start, or the cluster does not form; the message carries the output of
+    /// `redis-cli` and the nodes' logs.
+    #[must_use]
+    pub fn start(masters: usize) -> TestCluster {
+        assert!(
+            masters >= 3,
+            "a TestCluster needs at least 3 masters (redis-cli --cluster create refuses fewer), \
+             got {masters}"
+        );
+        let directory = unique_directory();
+        std::fs::create_dir_all(&directory).unwrap_or_else(|error| {
+            panic!(
+                "could not create the cluster's directory {}: {error}",
+                directory.display()
+            )
+        });
+        // From here on, dropping the cluster (also when a panic unwinds) kills what was started
+        // and removes the directory.
+        let mut cluster = TestCluster {
+            nodes: Vec::with_capacity(masters),
+            directory,
+        };
+        for _ in 0..masters {
+            let node = cluster.start_node();
+            cluster.nodes.push(node);
+        }
+        cluster.create();
+        cluster.wait_until_formed();
+        for index in 0..cluster.nodes.len() {
+            let id: String = cluster
+                .query(index, redis::cmd("CLUSTER").arg("MYID"))
+                .unwrap_or_else(|error| {
+                    cluster.fail(&format!("CLUSTER MYID on node {index}: {error}"))
+                });
+            cluster.nodes[index].id = id;
+        }
+        cluster
+    }
+
+    /// How many masters the cluster was started with (killed ones included).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Never: a cluster has at least 3 masters.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Every node's URL, `redis://127.0.0.1:<port>/`, in node order (killed ones included).
+    #[must_use]
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|node| format!("redis://127.0.0.1:{}/", node.port))
+            .collect()
+    }
+
+    /// Every node's address, in node order (killed ones included).
+    #[must_use]
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.nodes
+            .iter()
+            .map(|node| SocketAddr::from(([127, 0, 0, 1], node.port)))
+            .collect()
+    }
+
+    /// The URL of the nodes still running, for clients to start from.
+    #[must_use]
+    pub fn live_urls(&self) -> Vec<String> {
+        (0..self.nodes.len())
+            .filter(|&node| self.is_alive(node))
+            .map(|node| format!("redis://127.0.0.1:{}/", self.nodes[node].port))
+            .collect()
+    }
+
+    /// `node`'s cluster node id (`CLUSTER MYID`).
+    #[must_use]
+    pub fn node_id(&self, node: usize) -> &str {
+        &self.nodes[node].id
+    }
+
+    /// `false` once `node` was [`TestCluster::kill`]ed.
+    #[must_use]
+    pub fn is_alive(&self, node: usize) -> bool {
+        self.nodes[node].child.is_some()
+    }
+
+    /// The hash slot of `key`: CRC16 (XMODEM) of the key, or of its `{hash tag}` when it has a
+    /// non-empty one, modulo 16384, as `CLUSTER KEYSLOT` computes it.
+    #[must_use]
+    pub fn key_slot(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let hashed = bytes
+            .iter()
+            .position(|&byte| byte == b'{')
+            .and_then(|open| {
+                let close = bytes[open + 1..].iter().position(|&byte| byte == b'}')?;
+                (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+            })
+            .unwrap_or(bytes);
+        crc16(hashed) % SLOTS
+    }
+
+    /// The node that owns `slot`, as the first live node sees it (`CLUSTER SLOTS`).
+    ///
+    /// # Panics
+    ///
+    /// When no live node answers or none owns the slot.
+    #[must_use]
+    pub fn node_for_slot(&self, slot: u16) -> usize {
+        let ranges = self.slot_ranges();
+        let (_, _, id) = ranges
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .unwrap_or_else(|| panic!("no node owns slot {slot}: {ranges:?}"));
+        self.index_of(id)
+    }
+
+    /// A key `"{prefix}<n>"` (no hash tag added) whose slot `node` owns.
+    ///
+    /// # Panics
+    ///
+    /// When `node` owns no slot.
+    #[must_use]
+    pub fn key_for_node(&self, node: usize, prefix: &str) -> String {
+        let id = self.node_id(node).to_owned();
+        let owned: Vec<(u16, u16)> = self
+            .slot_ranges()
+            .into_iter()
+            .filter(|(_, _, owner)| *owner == id)
+            .map(|(first, last, _)| (first, last))
+            .collect();
+        assert!(!owned.is_empty(), "node {node} owns no slot");
+        (0u64..)
+            .map(|n| format!("{prefix}{n}"))
+            .find(|key| {
+                let slot = TestCluster::key_slot(key);
+                owned
+                    .iter()
+                    .any(|&(first, last)| (first..=last).contains(&slot))
+            })
+            .expect("some key hashes to an owned slot")
+    }
+
+    /// A key `"{prefix}<n>"` (no hash tag added) in `slot` (about 16384 tries on average).
+    ///
+    /// # Panics
+    ///
+    /// When `slot` is not below 16384.
+    #[must_use]
+    pub fn key_in_slot(slot: u16, prefix: &str) -> String {
+        assert!(slot < SLOTS, "slot {slot} is not below {SLOTS}");
+        (0u64..)
+            .map(|n| format!("{prefix}{n}"))
+            .find(|key| TestCluster::key_slot(key) == slot)
+            .expect("every slot has keys")
+    }
+
+    /// Stops `node` now (`SIGKILL`): its connections drop, its slots stay assigned to it.
+    pub fn kill(&mut self, node: usize) {
+        if let Some(mut child) = self.nodes[node].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A connection to `node` alone (no redirections followed), for inspection.
+    ///
+    /// # Panics
+    ///
+    /// When the node cannot be reached.
+    pub async fn connection(&self, node: usize) -> redis::aio::MultiplexedConnection {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(ADMIN_TIMEOUT))
+            .set_response_timeout(Some(ADMIN_TIMEOUT));
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.nodes[node].port))
+            .expect("valid node URL")
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .unwrap_or_else(|error| panic!("connect to cluster node {node}: {error}"))
+    }
+
+    /// A cluster client starting from the live nodes, with short timeouts so a dead node makes
+    /// a command fail in bounded time: connect 500 ms, response (and whole request, retries
+    /// included) 1 s, 3 retries. Start from `TestCluster::client_builder` to choose others.
+    ///
+    /// # Panics
+    ///
+    /// Never in practice (the URLs are valid).
+    #[must_use]
+    pub fn cluster_client(&self) -> redis::cluster::ClusterClient {
+        self.client_builder()
+            .build()
+            .expect("a cluster client for the test cluster")
+    }
+
+    /// The builder of [`TestCluster::cluster_client`], to adjust.
+    #[must_use]
+    pub fn client_builder(&self) -> redis::cluster::ClusterClientBuilder {
+        redis::cluster::ClusterClient::builder(self.live_urls())
+            .connection_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1))
+            .retries(3)
+    }
+
+    /// An async connection of [`TestCluster::cluster_client`].
+    ///
+    /// # Panics
+    ///
+    /// When no node can be reached.
+    pub async fn cluster_connection(&self) -> redis::cluster_async::ClusterConnection {
+        self.cluster_client()
+            .get_async_connection()
+            .await
+            .unwrap_or_else(|error| panic!("connect to the test cluster: {error}"))
+    }
+
+    /// Moves `slot` and its keys from node `from` to node `to`, the standard way:
+    /// [`begin_migration`](TestCluster::begin_migration),
+    /// [`migrate_keys`](TestCluster::migrate_keys) (batches of 100),
+    /// [`finish_migration`](TestCluster::finish_migration). Returns how many keys moved.
+    ///
+    /// # Panics
+    ///
+    /// As the three steps.
+    pub async fn migrate_slot(&self, slot: u16, from: usize, to: usize) -> usize {
+        self.begin_migration(slot, from, to).await;
+        let moved = self.migrate_keys(slot, from, to, 100).await;
+        self.finish_migration(slot, from, to).await;
+        moved
+    }
+
+    /// First step of a slot migration: `CLUSTER SETSLOT <slot> IMPORTING <from>` on `to`, then
+    /// `CLUSTER SETSLOT <slot> MIGRATING <to>` on `from`. From then until
+    /// [`finish_migration`](TestCluster::finish_migration), `from` serves the slot's keys it
+    /// still has and answers `-ASK` (to `to`) for the others, which `to` serves after `ASKING`.
+    ///
+    /// # Panics
+    ///
+    /// When a node refuses (e.g. `from` does not own the slot), with its error.
+    pub async fn begin_migration(&self, slot: u16, from: usize, to: usize) {
+        assert_ne!(from, to, "a slot migrates between two different nodes");
+        self.admin(
+            to,
+            redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("IMPORTING")
+                .arg(self.node_id(from)),
+        )
+        .await;
+        self.admin(
+            from,
+            redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("MIGRATING")
+                .arg(self.node_id(to)),
+        )
+        .await;
+    }
+
+    /// Second step: moves every key `from` has in `slot` to `to`, `batch` at a time
+    /// (`CLUSTER GETKEYSINSLOT`, then `MIGRATE ... KEYS`), until none is left. Returns how
+    /// many moved. Clients may keep running commands meanwhile.
+    ///
+    /// # Panics
+    ///
+    /// When a command fails (e.g. `BUSYKEY`: `to` already has one of the keys).
+    pub async fn migrate_keys(&self, slot: u16, from: usize, to: usize, batch: usize) -> usize {
+        let mut source = self.connection(from).await;
+        let mut moved = 0;
+        loop {
+            let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(batch.max(1))
+                .query_async(&mut source)
+                .await
+                .unwrap_or_else(|error| {
+                    panic!("CLUSTER GETKEYSINSLOT {slot} on node {from}: {error}")
+                });
+            if keys.is_empty() {
+                return moved;
+            }
+            let mut migrate = redis::cmd("MIGRATE");
+            migrate
+                .arg("127.0.0.1")
+                .arg(self.nodes[to].port)
+                .arg("")
+                .arg(0)
+                .arg(MIGRATE_TIMEOUT_MS)
+                .arg("KEYS")
+                .arg(&keys);
+            let _: Value = migrate
+                .query_async(&mut source)
+                .await
+                .unwrap_or_else(|error| {
+                    panic!(
+                        "MIGRATE of {} keys of slot {slot} from node {from} to node {to}: {error}",
+                        keys.len()
+                    )
+                });
+            moved += keys.len();
+        }
+    }
+
+    /// Last step: `CLUSTER SETSLOT <slot> NODE <to>` on `to`, then `from`, then every other
+    /// live node; all of them route the slot to `to` when this returns.
+    ///
+    /// # Panics
+    ///
+    /// When a node refuses (e.g. `from` still has keys in the slot), with its error.
+    pub async fn finish_migration(&self, slot: u16, from: usize, to: usize) {
+        let others = (0..self.nodes.len()).filter(|&node| node != from && node != to);
+        for node in [to, from].into_iter().chain(others) {
+            if self.is_alive(node) {
+                self.admin(
+                    node,
+                    redis::cmd("CLUSTER")
+                        .arg("SETSLOT")
+                        .arg(slot)
+                        .arg("NODE")
+                        .arg(self.node_id(to)),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// Runs an administration command on `node`, panicking with its error.
+    async fn admin(&self, node: usize, command: &redis::Cmd) {
+        let mut connection = self.connection(node).await;
+        let _: Value = command
+            .query_async(&mut connection)
+            .await
+            .unwrap_or_else(|error| panic!("{} on node {node}: {error}", describe(command)));
+    }
+
+    /// The slot ranges as the first live node reports them, sorted.
+    fn slot_ranges(&self) -> Vec<SlotRange> {
+        let mut last_error = String::from("no node is alive");
+        for node in (0..self.nodes.len()).filter(|&node| self.is_alive(node)) {
+            match self.query::<Value>(node, redis::cmd("CLUSTER").arg("SLOTS")) {
+                Ok(reply) => {
+                    return parse_slots(&reply).unwrap_or_else(|error| {
+                        panic!("unexpected CLUSTER SLOTS reply from node {node}: {error}")
+                    });
+                }
+                Err(error) => last_error = format!("node {node}: {error}"),
+            }
+        }
+        panic!("could not read the cluster's slots: {last_error}")
+    }
+
+    fn index_of(&self, id: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|node| node.id == id)
+            .unwrap_or_else(|| panic!("node id {id} is not one of this cluster's nodes"))
+    }
+
+    /// A blocking command to `node` on a fresh connection (for setup and inspection from any
+    /// context, runtime or not).
+    fn query<T: redis::FromRedisValue>(
+        &self,
+        node: usize,
+        command: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.nodes[node].port))?;
+        let mut connection = client.get_connection_with_timeout(ADMIN_TIMEOUT)?;
+        connection.set_read_timeout(Some(ADMIN_TIMEOUT))?;
+        connection.set_write_timeout(Some(ADMIN_TIMEOUT))?;
+        command.query(&mut connection)
+    }
+
+    /// Starts one node, on other ports when its ports turn out to be taken.
+    fn start_node(&self) -> Node {
+        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+        let mut failures = Vec::new();
+        for _ in 0..10 {
+            let port = cluster_port();
+            let log = self.directory.join(format!("node-{port}.log"));
+            let spawned = Command::new(&binary)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--cluster-enabled", "yes"])
+                .arg("--cluster-config-file")
+                .arg(self.directory.join(format!("nodes-{port}.conf")))
+                .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+                .args(["--cluster-require-full-coverage", "no"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(&self.directory)
+                .arg("--logfile")
+                .arg(&log)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let mut child = match spawned {
+                Ok(child) => child,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
+                    "`{binary}` was not found: the Redis Cluster tests need a redis-server \
+                     binary. Install it (Debian/Ubuntu: `apt-get install -y redis-server`) or \
+                     set REDIS_SERVER to its path"
+                ),
+                Err(error) => panic!("could not run `{binary}`: {error}"),
+            };
+            let address = SocketAddr::from(([127, 0, 0, 1], port));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let failure = loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    break format!("exited with {status}");
+                }
+                if crate::ping(address) {
+                    return Node {
+                        port,
+                        id: String::new(),
+                        log,
+                        child: Some(child),
+                    };
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break "did not answer within 10 s".to_owned();
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            failures.push(format!(
+                "redis-server on port {port} (bus {}) {failure}; its log:\n{}",
+                u32::from(port) + 10_000,
+                read_tail(&log)
+            ));
+        }
+        panic!(
+            "could not start a cluster node in 10 attempts:\n{}",
+            failures.join("\n")
+        )
+    }
+
+    /// `redis-cli --cluster create` over all nodes.
+    fn create(&self) {
+        let binary = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_owned());
+        let output_path = self.directory.join("create.out");
+        let output = std::fs::File::create(&output_path).expect("create redis-cli's output file");
+        let errors = output.try_clone().expect("share redis-cli's output file");
+        let spawned = Command::new(&binary)
+            .arg("--cluster")
+            .arg("create")
+            .args(
+                self.nodes
+                    .iter()
+                    .map(|node| format!("127.0.0.1:{}", node.port)),
+            )
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(output)
+            .stderr(errors)
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
+                "`{binary}` was not found: the Redis Cluster tests need redis-cli to form the \
+                 cluster. Install it (Debian/Ubuntu: `apt-get install -y redis-server`, which \
+                 brings redis-tools) or set REDIS_CLI to its path"
+            ),
+            Err(error) => panic!("could not run `{binary}`: {error}"),
+        };
+        let deadline = Instant::now() + FORM_DEADLINE;
+        let status = loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let printed = std::fs::read_to_string(&output_path).unwrap_or_default();
+        match status {
+            Some(status) if status.success() && !printed.contains("[ERR]") => {}
+            Some(status) => self.fail(&format!(
+                "`redis-cli --cluster create` failed ({status}); it printed:\n{printed}"
+            )),
+            None => self.fail(&format!(
+                "`redis-cli --cluster create` did not finish within {FORM_DEADLINE:?}; it \
+                 printed:\n{printed}"
+            )),
+        }
+    }
+
+    /// Waits until every node reports `cluster_state:ok` and the same full slot map.
+    fn wait_until_formed(&self) {
+        let deadline = Instant::now() + FORM_DEADLINE;
+        loop {
+            let last = match self.formed() {
+                Ok(()) => return,
+                Err(why) => why,
+            };
+            if Instant::now() > deadline {
+                self.fail(&format!(
+                    "the cluster did not form within {FORM_DEADLINE:?}: {last}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `Ok` when the cluster is formed, else why not.
+    fn formed(&self) -> Result<(), String> {
+        let mut first: Option<Vec<SlotRange>> = None;
+        for node in 0..self.nodes.len() {
+            let info: String = self
+                .query(node, redis::cmd("CLUSTER").arg("INFO"))
+                .map_err(|error| format!("CLUSTER INFO on node {node}: {error}"))?;
+            if !info.lines().any(|line| line.trim() == "cluster_state:ok") {
+                return Err(format!("node {node} reports:\n{info}"));
+            }
+            let reply: Value = self
+                .query(node, redis::cmd("CLUSTER").arg("SLOTS"))
+                .map_err(|error| format!("CLUSTER SLOTS on node {node}: {error}"))?;
+            let ranges = parse_slots(&reply)?;
+            let covered: u32 = ranges
+                .iter()
+                .map(|(first, last, _)| u32::from(*last) - u32::from(*first) + 1)
+                .sum();
+            let mut owners: Vec<&str> = ranges.iter().map(|(_, _, id)| id.as_str()).collect();
+            owners.sort_unstable();
+            owners.dedup();
+            if covered != u32::from(SLOTS) || owners.len() != self.nodes.len() {
+                return Err(format!(
+                    "node {node} sees {covered} slots on {} masters: {ranges:?}",
+                    owners.len()
+                ));
+            }
+            match &first {
+                None => first = Some(ranges),
+                Some(expected) if *expected != ranges => {
+                    return Err(format!(
+                        "node 0 and node {node} disagree on the slots: {expected:?} vs {ranges:?}"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Panics with `message` and the tail of every node's log.
+    fn fail(&self, message: &str) -> ! {
+        let logs: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| {
+                format!(
+                    "--- node on port {} ---\n{}",
+                    node.port,
+                    read_tail(&node.log)
+                )
+            })
+            .collect();
+        panic!("test cluster: {message}\n{}", logs.join("\n"))
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for node in 0..self.nodes.len() {
+            self.kill(node);
+        }
+        let _ = std::fs::remove_dir_all(&self.directory);
+    }
+}
+
+impl std::fmt::Debug for TestCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| {
+                format!(
+                    "127.0.0.1:{} {}{}",
+                    node.port,
+                    node.id,
+                    if node.child.is_some() {
+                        ""
+                    } else {
+                        " (killed)"
+                    }
+                )
+            })
+            .collect();
+        f.debug_struct("TestCluster")
+            .field("nodes", &nodes)
+            .field("directory", &self.directory)
+            .finish()
+    }
+}
+
+/// A directory no other cluster (of this or another process) uses.
+fn unique_directory() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos());
+    std::env::temp_dir().join(format!(
+        "ratelimit-test-cluster-{}-{}-{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// A port P for a cluster node such that P and P + 10000 (its bus port) are free now.
+fn cluster_port() -> u16 {
+    static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
+    let floor = crate::ephemeral_port_floor();
+    if floor >= 26_000 {
+        // Node ports in [floor - 24000, floor - 14000), bus ports in [floor - 14000, floor - 4000):
+        // below the ephemeral range, and apart from the fault proxies' [floor - 4000, floor).
+        let low = usize::from(floor) - 24_000;
+        let span = 10_000;
+        let _ = NEXT.compare_exchange(
+            usize::MAX,
+            RandomState::new().hash_one(std::process::id()) as usize % span,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        for _ in 0..1_000 {
+            let port = low + NEXT.fetch_add(1, Ordering::SeqCst) % span;
+            let port = u16::try_from(port).expect("a port below the ephemeral range");
+            if pair_is_free(port) {
+                return port;
+            }
+        }
+    }
+    // An unusual ephemeral range: probe ephemeral ports (a failed start is retried).
+    for _ in 0..1_000 {
+        let port = crate::free_port();
+        if port < 55_535 && pair_is_free(port) {
+            return port;
+        }
+    }
+    panic!("found no free port P with P + 10000 free for a cluster node")
+}
+
+fn pair_is_free(port: u16) -> bool {
+    let Ok(_node) = TcpListener::bind(("127.0.0.1", port)) else {
+        return false;
+    };
+    TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok()
+}
+
+/// CRC16/XMODEM (polynomial 0x1021, initial value 0), Redis Cluster's key hash.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 == 0 {
+                crc << 1
+            } else {
+                (crc << 1) ^ 0x1021
+            };
+        }
+    }
+    crc
+}
+
+/// `CLUSTER SLOTS` as `(first, last, master id)`, sorted.
+fn parse_slots(reply: &Value) -> Result<Vec<SlotRange>, String> {
+    let Value::Array(ranges) = reply else {
+        return Err(format!("not an array: {reply:?}"));
+    };
+    let mut parsed = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let Value::Array(fields) = range else {
+            return Err(format!("a range is not an array: {range:?}"));
+        };
+        let slot = |index: usize| match fields.get(index) {
+            Some(Value::Int(slot)) => u16::try_from(*slot).map_err(|_| format!("bad slot {slot}")),
+            other => Err(format!("a range has no slot at {index}: {other:?}")),
+        };
+        let id = match fields.get(2) {
+            Some(Value::Array(master)) => match master.get(2) {
+                Some(Value::BulkString(id)) => String::from_utf8_lossy(id).into_owned(),
+                Some(Value::SimpleString(id)) => id.clone(),
+                other => return Err(format!("a master has no id: {other:?}")),
+            },
+            other => return Err(format!("a range has no master: {other:?}")),
+        };
+        parsed.push((slot(0)?, slot(1)?, id));
+    }
+    parsed.sort();
+    Ok(parsed)
+}
+
+/// The last lines of a log file, for failure messages.
+fn read_tail(path: &Path) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        }
+        Err(error) => format!("(no log at {}: {error})", path.display()),
+    }
+}
+
+/// A command's words, for error messages.
+fn describe(command: &redis::Cmd) -> String {
+    command
+        .args_iter()
+        .map(|arg| match arg {
+            redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            _ => "<cursor>".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
