@@ -6,7 +6,8 @@
 use std::collections::VecDeque;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -17,19 +18,32 @@ use crate::{Decision, Rate, clock};
 /// A sliding window log per key, in memory.
 ///
 /// Keys whose every admission has left its window are dropped by an amortised sweep, so memory
-/// stays proportional to the keys active within their period (times their admissions). A key is
-/// dropped only when it is expired both at the sweeping check's time and by the wall clock (its
-/// last admission a period ago), so that checks with explicit times far from the wall clock
-/// (`check_at`) cannot sweep away keys other callers still count on. A shard
-/// sweeps itself once it has seen as many checks as it holds keys (at least 64), and then also
-/// sweeps one other shard in turn, so that shards no check reaches any more are emptied too.
+/// stays proportional to the keys active within their period (times their admissions): a shard
+/// holds at most its keys active within their period at its last sweep, plus as many new keys
+/// (at least 64), so at most about twice the keys active within a period, plus 64 per shard,
+/// even under a flood of distinct keys. A key is dropped only when it is expired both at the
+/// sweeping check's time and by the wall clock (its last admission a period ago), so that checks
+/// with explicit times far from the wall clock (`check_at`) cannot sweep away keys other callers
+/// still count on. A shard sweeps itself once it has seen as many checks as it kept keys at its
+/// last sweep (at least 64), so a sweep's cost (the keys kept plus those added since) is
+/// amortised to O(1) per check, and then also sweeps one other shard in turn, so that shards no
+/// check reaches any more are emptied too. Each shard keeps lower bounds of its keys' expiry
+/// times, and skips the scan while no key can have expired yet.
+///
+/// With [`with_max_keys`](MemoryStore::with_max_keys), the number of keys is also capped.
 pub(crate) struct MemoryStore {
     /// Hashes each key once (keyed SipHash, as `HashMap`'s default, against crafted
     /// collisions): the hash picks the shard and places the key in the shard's table.
     hasher: RandomState,
     shards: Box<[Padded]>,
+    /// The most keys one shard holds (`usize::MAX`: no cap).
+    shard_capacity: usize,
+    /// The cap given to [`with_max_keys`](MemoryStore::with_max_keys), for the log.
+    max_keys: Option<NonZeroUsize>,
     /// The next shard swept on behalf of another one.
     sweep_cursor: AtomicUsize,
+    /// Checks of new keys denied because their shard was full; the first one is logged.
+    capacity_denials: AtomicU64,
 }
 
 /// A shard on cache lines of its own, so that threads working on neighbouring shards do not
@@ -38,13 +52,40 @@ pub(crate) struct MemoryStore {
 #[repr(align(128))]
 struct Padded(Mutex<Shard>);
 
-#[derive(Default)]
 struct Shard {
     /// The logs, placed by the hash of their key (computed once per check, by the store).
     logs: HashTable<Entry>,
-    /// Checks since the last sweep; a sweep runs once this reaches the shard's size, so its
-    /// cost is amortised to O(1) per check.
+    /// Checks since the last sweep.
     checks_since_sweep: usize,
+    /// The keys the last sweep kept: the next sweep is due after as many checks (at least 64).
+    /// A sweep's cost (the keys kept plus at most one new key per check since) is so amortised
+    /// to O(1) per check, and it comes due under a flood of new keys too (a schedule counting
+    /// against the current number of keys never would: it grows with the checks).
+    kept: usize,
+    /// Lower bounds of the keys' `expires_at` and `idle_at`: until a check's times reach both,
+    /// no key can have expired, and a sweep skips its scan.
+    soonest: Now,
+    /// Set by a sweep made for room in a full shard that freed less than an eighth of the
+    /// shard's capacity: the next sweep for room then waits for as many checks, so that a full
+    /// shard whose keys expire one by one is not scanned on every check.
+    starved: bool,
+    /// Scans of the whole shard, for the tests of the amortisation.
+    #[cfg(test)]
+    scans: usize,
+}
+
+impl Default for Shard {
+    fn default() -> Shard {
+        Shard {
+            logs: HashTable::new(),
+            checks_since_sweep: 0,
+            kept: 0,
+            soonest: Now::NEVER,
+            starved: false,
+            #[cfg(test)]
+            scans: 0,
+        }
+    }
 }
 
 /// One key's log, with the key's hash (to move it when the table grows).
@@ -70,14 +111,69 @@ struct Now {
     wall: u64,
 }
 
+impl Now {
+    /// Later than any check.
+    const NEVER: Now = Now {
+        at: u64::MAX,
+        wall: u64::MAX,
+    };
+}
+
+/// The fewest keys per shard a cap leaves (when it allows more than one shard), so that keys
+/// spread over the shards by their hash fill them about evenly.
+const MIN_KEYS_PER_SHARD: usize = 64;
+
 impl MemoryStore {
+    /// A store without a cap on its keys.
     pub(crate) fn new() -> MemoryStore {
+        MemoryStore::with_max_keys(None)
+    }
+
+    /// A store tracking at most about `max_keys` keys (`None`: no cap, as
+    /// [`new`](MemoryStore::new)).
+    ///
+    /// The cap is split evenly among the shards: each holds at most
+    /// `ceil(max_keys / shards)` keys, so the store never holds more than
+    /// `shards * ceil(max_keys / shards)` keys, which is less than `max_keys + shards`. The
+    /// shard count is a power of two: that of an uncapped store (4 × the available
+    /// parallelism rounded up to a power of two, at least 8), but no more than
+    /// `max_keys / 64` rounded down to a power of two, and at least 1. So a cap below 128 keys
+    /// is exact (one shard), and a larger one is exceeded by less than `max_keys / 64` keys.
+    ///
+    /// A check of a key the store tracks is not affected by the cap. A check of a key not
+    /// tracked yet that finds its shard full first sweeps the shard's expired keys (as the
+    /// regular sweep: those whose every admission has left its window, at the check's time and
+    /// by the wall clock); if the shard is still full, the check is denied with
+    /// `Decision::denied(threshold, period, period)` (retry after one period, as nginx's
+    /// `limit_req` answers 503 when its zone is full), and nothing is recorded. Such denials are
+    /// counted ([`capacity_denials`](MemoryStore::capacity_denials)), and the first one is
+    /// logged at warn level, once per store, without the key. A new key may so be denied while
+    /// other shards have room.
+    ///
+    /// That sweep costs nothing while no key of the shard can have expired yet (the shard
+    /// keeps lower bounds of its keys' expiry times). When it scans the shard but frees fewer
+    /// than `ceil(capacity / 8)` keys (`capacity` the shard's), the next sweep for room waits
+    /// until the shard has seen `ceil(capacity / 8)` more checks, which keeps its cost O(1)
+    /// amortised per check when a full shard's keys expire one by one under a flood: until
+    /// then, a new key is denied even if keys of its shard have expired since. Any other sweep
+    /// of the shard (its regular one, due every `max(keys it kept, 64)` checks, or one made on
+    /// behalf of another shard) also ends that wait.
+    pub(crate) fn with_max_keys(max_keys: Option<NonZeroUsize>) -> MemoryStore {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let count = (cores * 4).next_power_of_two().max(8);
+        let mut count = (cores * 4).next_power_of_two().max(8);
+        let mut shard_capacity = usize::MAX;
+        if let Some(max) = max_keys {
+            let fit = (max.get() / MIN_KEYS_PER_SHARD).max(1);
+            count = count.min(1 << fit.ilog2());
+            shard_capacity = max.get().div_ceil(count);
+        }
         MemoryStore {
             hasher: RandomState::new(),
             shards: (0..count).map(|_| Padded::default()).collect(),
+            shard_capacity,
+            max_keys,
             sweep_cursor: AtomicUsize::new(0),
+            capacity_denials: AtomicU64::new(0),
         }
     }
 
@@ -94,19 +190,37 @@ impl MemoryStore {
 
     fn check_now(&self, key: &str, rate: Rate, now: Now) -> Decision {
         let hash = self.hasher.hash_one(key);
-        // The map places entries by the hash's low bits: pick the shard by others.
-        let index = (hash >> 32) as usize & (self.shards.len() - 1);
-        let mut shard = self.shards[index]
+        let mut shard = self.shards[self.shard_index(hash)]
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let swept = shard.sweep_if_due(now);
-        let decision = shard.check(hash, key, rate, now);
+        let decision = shard.check(hash, key, rate, now, self.shard_capacity);
         drop(shard);
         if swept {
             self.sweep_another(now);
         }
-        decision
+        decision.unwrap_or_else(|| self.deny_for_capacity(rate))
+    }
+
+    /// The shard of the key whose hash is `hash`.
+    fn shard_index(&self, hash: u64) -> usize {
+        // The map places entries by the hash's low bits: pick the shard by others.
+        (hash >> 32) as usize & (self.shards.len() - 1)
+    }
+
+    /// The answer to a new key whose shard is full.
+    #[cold]
+    fn deny_for_capacity(&self, rate: Rate) -> Decision {
+        if self.capacity_denials.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                max_keys = self.max_keys.map_or(0, NonZeroUsize::get),
+                shards = self.shards.len(),
+                "the in-process rate limiter tracks as many keys as it may: checks of new keys \
+                 are denied until tracked keys expire (logged once)"
+            );
+        }
+        Decision::denied(rate.threshold(), rate.period(), rate.period())
     }
 
     /// Sweeps the shard under the cursor, unless another caller holds it right now.
@@ -117,8 +231,9 @@ impl MemoryStore {
         }
     }
 
-    /// How many keys the store holds (including expired ones not yet swept).
-    #[cfg(test)]
+    /// How many keys the store holds (including expired ones not yet swept). Locks each shard
+    /// in turn, so under concurrent checks the sum is not a snapshot.
+    #[cfg_attr(not(test), allow(dead_code))] // for an accessor of `Limiter`
     pub(crate) fn len(&self) -> usize {
         self.shards
             .iter()
@@ -132,41 +247,95 @@ impl MemoryStore {
             })
             .sum()
     }
+
+    /// How many checks were denied because the key was new and its shard full.
+    #[cfg_attr(not(test), allow(dead_code))] // for an accessor of `Limiter`
+    pub(crate) fn capacity_denials(&self) -> u64 {
+        self.capacity_denials.load(Ordering::Relaxed)
+    }
 }
 
 impl Shard {
-    /// Checks the key `key`, whose hash is `hash`, and records its log when it is new.
-    fn check(&mut self, hash: u64, key: &str, rate: Rate, now: Now) -> Decision {
+    /// Checks the key `key`, whose hash is `hash`, and records its log when it is new; `None`
+    /// when it is new and the shard holds `capacity` keys even after sweeping.
+    fn check(
+        &mut self,
+        hash: u64,
+        key: &str,
+        rate: Rate,
+        now: Now,
+        capacity: usize,
+    ) -> Option<Decision> {
         if let Some(entry) = self.logs.find_mut(hash, |entry| *entry.key == *key) {
-            return entry.log.check(rate, now);
+            return Some(entry.log.check(rate, now));
+        }
+        if self.logs.len() >= capacity && !self.make_room(now, capacity) {
+            return None;
         }
         let mut log = Log::new();
         let decision = log.check(rate, now);
+        self.soonest.at = self.soonest.at.min(log.expires_at);
+        self.soonest.wall = self.soonest.wall.min(log.idle_at);
         let entry = Entry {
             hash,
             key: key.into(),
             log,
         };
         self.logs.insert_unique(hash, entry, |entry| entry.hash);
-        decision
+        Some(decision)
+    }
+
+    /// Sweeps a full shard, unless nothing can have expired or its last sweep for room was
+    /// starved and too few checks came since; `true` when the shard has room then.
+    fn make_room(&mut self, now: Now, capacity: usize) -> bool {
+        let enough = capacity.div_ceil(8);
+        if self.may_hold_expired(now) && !(self.starved && self.checks_since_sweep < enough) {
+            let freed = self.sweep(now);
+            self.starved = freed < enough;
+        }
+        self.logs.len() < capacity
     }
 
     /// Sweeps when due; `true` when it did.
     fn sweep_if_due(&mut self, now: Now) -> bool {
         self.checks_since_sweep += 1;
-        let due = self.checks_since_sweep >= self.logs.len().max(64);
+        let due = self.checks_since_sweep >= self.kept.max(64);
         if due {
             self.sweep(now);
         }
         due
     }
 
+    /// `false` when no key can have expired at `now` (by the lower bounds of their expiry).
+    fn may_hold_expired(&self, now: Now) -> bool {
+        self.soonest.at <= now.at && self.soonest.wall <= now.wall
+    }
+
     /// Drops the logs whose newest admission has left its window, at `now` and by the wall
-    /// clock.
-    fn sweep(&mut self, now: Now) {
+    /// clock; returns how many.
+    fn sweep(&mut self, now: Now) -> usize {
         self.checks_since_sweep = 0;
-        self.logs
-            .retain(|entry| entry.log.expires_at > now.at || entry.log.idle_at > now.wall);
+        self.starved = false;
+        let before = self.logs.len();
+        if self.may_hold_expired(now) {
+            #[cfg(test)]
+            {
+                self.scans += 1;
+            }
+            let mut soonest = Now::NEVER;
+            self.logs.retain(|entry| {
+                let log = &entry.log;
+                let keep = log.expires_at > now.at || log.idle_at > now.wall;
+                if keep {
+                    soonest.at = soonest.at.min(log.expires_at);
+                    soonest.wall = soonest.wall.min(log.idle_at);
+                }
+                keep
+            });
+            self.soonest = soonest;
+        }
+        self.kept = self.logs.len();
+        before - self.kept
     }
 }
 
@@ -291,5 +460,270 @@ mod tests {
             store.check(&format!("other{}", i % 8), rate, Some(hour_ahead));
         }
         assert!(!store.check("victim", rate, None).allowed);
+    }
+
+    /// A check at `us` microseconds, by both clocks: the tests below run with explicit times
+    /// on the wall clock too (the store's seam), so they neither sleep nor depend on the machine.
+    fn both(us: u64) -> Now {
+        Now { at: us, wall: us }
+    }
+
+    /// A base time, 2023-11-14T22:13:20Z, in microseconds.
+    const T0: u64 = 1_700_000_000 * SECOND;
+
+    /// Writes the `i`th key of a flood into `key`.
+    fn flood_key(key: &mut String, round: u64, i: u64) {
+        use std::fmt::Write;
+        key.clear();
+        write!(key, "flood{round}-{i}").unwrap();
+    }
+
+    /// The sum of the shards' table allocations (the keys and logs aside).
+    fn table_bytes(store: &MemoryStore) -> usize {
+        store
+            .shards
+            .iter()
+            .map(|shard| shard.0.lock().unwrap().logs.allocation_size())
+            .sum()
+    }
+
+    /// The scans of whole shards so far.
+    fn scans(store: &MemoryStore) -> usize {
+        store
+            .shards
+            .iter()
+            .map(|shard| shard.0.lock().unwrap().scans)
+            .sum()
+    }
+
+    /// One million one-shot keys, 10 000 a second over 100 s with a period of 1 s: the store
+    /// holds at most about twice the keys of one period (plus 64 per shard) during the flood,
+    /// and returns to the keys still in use once the periods have passed.
+    #[test]
+    fn a_flood_of_one_shot_keys_stays_bounded_and_drains() {
+        const KEYS: u64 = 1_000_000;
+        const SPACING: u64 = 100; // µs between keys
+        const PER_PERIOD: usize = (SECOND / SPACING) as usize;
+        let store = MemoryStore::new();
+        let bound = 2 * PER_PERIOD + 64 * store.shards.len();
+        let rate = Rate::new(1, Duration::from_secs(1)).unwrap();
+        let started = std::time::Instant::now();
+        let mut key = String::new();
+        let mut peak = 0;
+        for i in 0..KEYS {
+            flood_key(&mut key, 0, i);
+            assert!(store.check_now(&key, rate, both(T0 + i * SPACING)).allowed);
+            // The count grows by at most one per check: sampled every 64 checks, the peak is
+            // at most 63 above the largest sample.
+            if i % 64 == 63 {
+                let len = store.len();
+                peak = peak.max(len);
+                assert!(len <= bound, "{len} keys after {} checks", i + 1);
+            }
+        }
+        let after_flood = store.len();
+        // A period later, by both clocks, checks of 8 other keys sweep every shard.
+        let later = T0 + KEYS * SPACING + 2 * SECOND;
+        let mut checks = 0;
+        while store.len() > 8 {
+            store.check_now(&format!("other{}", checks % 8), rate, both(later));
+            checks += 1;
+            assert!(checks <= 4 * bound, "{} keys left", store.len());
+        }
+        eprintln!(
+            "{KEYS} one-shot keys, {PER_PERIOD} per period: peak {peak} (bound {bound}), \
+             {after_flood} at the end of the flood, 8 after {checks} later checks, in {:?}",
+            started.elapsed()
+        );
+    }
+
+    /// The cap splits evenly among the shards, and bounds the store to less than
+    /// `max_keys + shards`, under `max_keys + max_keys / 64`.
+    #[test]
+    fn the_cap_is_split_among_shards() {
+        let default = MemoryStore::new().shards.len();
+        assert_eq!(MemoryStore::new().shard_capacity, usize::MAX);
+        for max in [
+            1,
+            2,
+            63,
+            64,
+            127,
+            128,
+            129,
+            255,
+            256,
+            1000,
+            1001,
+            4099,
+            100_000,
+            1 << 20,
+        ] {
+            let store = MemoryStore::with_max_keys(NonZeroUsize::new(max));
+            let (shards, capacity) = (store.shards.len(), store.shard_capacity);
+            assert!(
+                shards.is_power_of_two() && shards <= default,
+                "{max}: {shards}"
+            );
+            assert_eq!(capacity, max.div_ceil(shards), "{max}");
+            let bound = shards * capacity;
+            assert!(
+                bound >= max && bound < max + shards,
+                "{max}: {shards} × {capacity}"
+            );
+            if max < 128 {
+                assert_eq!((shards, bound), (1, max));
+            } else {
+                assert!(
+                    shards <= max / 64 && bound - max < max / 64,
+                    "{max}: {shards}"
+                );
+            }
+        }
+        let store = MemoryStore::with_max_keys(NonZeroUsize::new(1000));
+        assert_eq!((store.shards.len(), store.shard_capacity), (8, 125));
+        let store = MemoryStore::with_max_keys(NonZeroUsize::new(1 << 20));
+        assert_eq!(store.shards.len(), default);
+    }
+
+    /// A new key is denied exactly when its shard is full; keys already tracked are checked
+    /// as before.
+    #[test]
+    fn the_cap_denies_new_keys_at_capacity_and_only_them() {
+        let store = MemoryStore::with_max_keys(NonZeroUsize::new(1000));
+        let rate = Rate::new(2, Duration::from_secs(10)).unwrap();
+        let full = Decision::denied(2, Duration::from_secs(10), Duration::from_secs(10));
+        let mut filled = [0; 8];
+        let mut tracked = Vec::new();
+        let mut denied = Vec::new();
+        for i in 0..5_000 {
+            let key = format!("k{i}");
+            let shard = store.shard_index(store.hasher.hash_one(&key));
+            let decision = store.check_now(&key, rate, both(T0));
+            if filled[shard] < 125 {
+                filled[shard] += 1;
+                assert!(decision.allowed, "{key}");
+                assert_eq!(decision.remaining, 1);
+                tracked.push(key);
+            } else {
+                assert_eq!(decision, full, "{key}");
+                denied.push(key);
+            }
+        }
+        // 5 000 keys fill all 8 shards (625 a shard on average).
+        assert_eq!(filled, [125; 8]);
+        assert_eq!(
+            (store.len(), tracked.len(), denied.len()),
+            (1000, 1000, 4000)
+        );
+        assert_eq!(store.capacity_denials(), 4000);
+        // Denied keys were not recorded: denied again, later too.
+        for key in &denied {
+            assert_eq!(store.check_now(key, rate, both(T0 + SECOND)), full, "{key}");
+        }
+        assert_eq!(store.capacity_denials(), 8000);
+        // Tracked keys: their second admission, then a denial by their own window.
+        for key in &tracked {
+            let second = store.check_now(key, rate, both(T0 + SECOND));
+            assert!(second.allowed && second.remaining == 0, "{key}");
+            let third = store.check_now(key, rate, both(T0 + 2 * SECOND));
+            assert_eq!(
+                third,
+                Decision::denied(2, Duration::from_secs(8), Duration::from_secs(9)),
+                "{key}"
+            );
+        }
+        assert_eq!(store.capacity_denials(), 8000);
+        assert_eq!(store.len(), 1000);
+    }
+
+    /// A full shard makes room by sweeping the keys expired at the check's time and by the wall
+    /// clock, and only those.
+    #[test]
+    fn a_full_shard_sweeps_its_expired_keys_for_room() {
+        // Below 128 keys: one shard, an exact cap.
+        let store = MemoryStore::with_max_keys(NonZeroUsize::new(100));
+        let second = Rate::new(1, Duration::from_secs(1)).unwrap();
+        let hour = Rate::new(1, Duration::from_secs(3600)).unwrap();
+        for i in 0..100 {
+            let rate = if i % 2 == 0 { second } else { hour };
+            assert!(store.check_now(&format!("k{i}"), rate, both(T0)).allowed);
+        }
+        let full = Decision::denied(1, Duration::from_secs(1), Duration::from_secs(1));
+        // Nothing expired yet: denied, without scanning the shard.
+        assert_eq!(store.check_now("new0", second, both(T0 + SECOND / 2)), full);
+        assert_eq!(scans(&store), 0);
+        // Expired at the check's time, not yet by the wall clock: still denied.
+        let not_idle = Now {
+            at: T0 + SECOND,
+            wall: T0 + SECOND / 2,
+        };
+        assert_eq!(store.check_now("new0", second, not_idle), full);
+        assert_eq!(store.capacity_denials(), 2);
+        // Past the 1 s period by both clocks: the 50 keys of the 1 s rate make room for 50
+        // new keys, the hourly ones stay.
+        for i in 0..50 {
+            assert!(
+                store
+                    .check_now(&format!("new{i}"), second, both(T0 + SECOND))
+                    .allowed
+            );
+        }
+        assert_eq!(store.len(), 100);
+        assert_eq!(store.check_now("new50", second, both(T0 + SECOND)), full);
+        assert!(!store.check_now("k1", hour, both(T0 + SECOND)).allowed);
+        assert_eq!(store.capacity_denials(), 3);
+    }
+
+    /// Under a flood of new keys at a full shard whose keys expire one by one, sweeps for room
+    /// stay amortised (at most one scan of the shard per `capacity / 8` checks, and one per
+    /// regular sweep), and new keys are still admitted about as fast as old ones expire.
+    #[test]
+    fn sweeps_for_room_are_amortised() {
+        const CAPACITY: u64 = 100;
+        let rate = Rate::new(1, Duration::from_secs(1)).unwrap();
+        // New keys arriving as fast as keys expire (100 a second), then 10 times as fast.
+        for spacing in [SECOND / CAPACITY, SECOND / CAPACITY / 10] {
+            let store = MemoryStore::with_max_keys(NonZeroUsize::new(CAPACITY as usize));
+            let checks = 30 * SECOND / spacing;
+            let mut key = String::new();
+            let mut admitted = 0;
+            for i in 0..checks {
+                flood_key(&mut key, 0, i);
+                admitted += u64::from(store.check_now(&key, rate, both(T0 + i * spacing)).allowed);
+                assert!(store.len() <= CAPACITY as usize);
+            }
+            let scans = scans(&store) as u64;
+            eprintln!(
+                "one new key every {spacing} µs: {admitted} of {checks} admitted, {scans} scans"
+            );
+            // A scan for room per 13 checks at most, and a regular one per 64.
+            assert!(scans <= checks / 13 + checks / 64 + 2, "{scans} scans");
+            // 30 periods of 100 keys, all but about a period's worth of lag.
+            assert!(admitted >= 25 * CAPACITY, "{admitted} admitted");
+        }
+    }
+
+    /// At the cap, key after key expiring and new ones taking their place, the tables stop
+    /// growing once warm, and denied keys are not stored.
+    #[test]
+    fn the_cap_bounds_the_tables() {
+        let store = MemoryStore::with_max_keys(NonZeroUsize::new(1000));
+        let rate = Rate::new(1, Duration::from_secs(1)).unwrap();
+        let mut key = String::new();
+        let mut sizes = Vec::new();
+        for round in 0..12 {
+            let at = T0 + round * 2 * SECOND;
+            let mut admitted = 0;
+            for i in 0..3_000 {
+                flood_key(&mut key, round, i);
+                admitted += usize::from(store.check_now(&key, rate, both(at)).allowed);
+            }
+            assert_eq!(admitted, 1000, "round {round}");
+            assert_eq!(store.len(), 1000, "round {round}");
+            sizes.push(table_bytes(&store));
+        }
+        eprintln!("table bytes by round: {sizes:?}");
+        assert!(sizes[4..].iter().all(|&size| size == sizes[4]), "{sizes:?}");
     }
 }
