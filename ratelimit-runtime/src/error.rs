@@ -171,6 +171,12 @@ pub enum StoreError {
     /// The call may or may not have been recorded; it is not resent.
     #[error("rate limit store did not answer within {0:?}")]
     Timeout(Duration),
+    /// The store has been failing for this long (an outage: down, stalled, unreachable), so
+    /// the check was not sent to it. While a store fails, the limiter sends it one probe at a
+    /// time, at most every 100 ms, and answers every other check at once by its
+    /// [`FailurePolicy`](crate::FailurePolicy): the circuit breaker is open.
+    #[error("rate limit store unavailable for {0:?} (circuit open; probing it every 100ms)")]
+    CircuitOpen(Duration),
     /// Redis answered with an error, or the connection failed.
     #[error("rate limit store failed: {0}")]
     Redis(#[source] redis::RedisError),

@@ -20,28 +20,40 @@ pub fn set_global(limiter: Limiter) -> Result<(), Limiter> {
 
 /// The process-wide default limiter, built on first use unless [`set_global`] came first.
 ///
-/// Built from the environment: a Redis limiter for `RATELIMIT_REDIS_URL`, else `REDIS_URL`,
-/// when one is set and not empty, with the default prefix, timeout and failure policy;
-/// otherwise an in-process one. No connection is made here (the first check connects, on its
-/// own runtime). A malformed URL is logged once at error level, and every check is then
-/// answered by the failure policy ([`FailurePolicy::Local`]).
+/// Built from the environment, with the default prefix, timeout and failure policy:
+/// - `RATELIMIT_REDIS_CLUSTER`: a Redis Cluster, given by some of its nodes' URLs separated by
+///   commas (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`);
+/// - else `RATELIMIT_REDIS_URL`, else `REDIS_URL`: one Redis server;
+/// - else (none set, or all empty): in process.
+///
+/// No connection is made here (the first check connects, on its own runtime). A malformed
+/// setting is logged once at error level (naming the variable, never its value), and every
+/// check is then answered by the failure policy ([`FailurePolicy::Local`]).
 pub fn global() -> &'static Limiter {
     GLOBAL.get_or_init(from_env)
 }
 
 fn from_env() -> Limiter {
-    let url = ["RATELIMIT_REDIS_URL", "REDIS_URL"]
-        .into_iter()
-        .find_map(|name| {
-            std::env::var(name)
-                .ok()
-                .filter(|url| !url.is_empty())
-                .map(|url| (name, url))
-        });
-    let Some((variable, url)) = url else {
+    let setting = |name: &'static str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+            .map(|value| (name, value))
+    };
+    let builder = Limiter::builder();
+    let (variable, builder) = if let Some((variable, nodes)) = setting("RATELIMIT_REDIS_CLUSTER") {
+        (
+            variable,
+            builder.redis_cluster(nodes.split(',').map(str::trim)),
+        )
+    } else if let Some((variable, url)) =
+        setting("RATELIMIT_REDIS_URL").or_else(|| setting("REDIS_URL"))
+    {
+        (variable, builder.redis_url(&url))
+    } else {
         return Limiter::memory();
     };
-    match Limiter::builder().redis_url(&url).build_now() {
+    match builder.build_now() {
         Ok(limiter) => limiter,
         Err(error) => {
             tracing::error!(
@@ -50,7 +62,7 @@ fn from_env() -> Limiter {
                 "the default rate limiter cannot use Redis; checks fall back on the failure policy"
             );
             Limiter::misconfigured(
-                format!("{variable} is not a usable Redis URL").into(),
+                format!("{variable} is not a usable Redis setting").into(),
                 FailurePolicy::default(),
             )
         }

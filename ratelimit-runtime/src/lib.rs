@@ -94,6 +94,7 @@ mod decision;
 mod error;
 mod global;
 pub mod headers;
+mod health;
 mod limiter;
 #[cfg(feature = "metrics")]
 mod observe;
@@ -102,6 +103,8 @@ mod policy;
 mod problem;
 mod rate;
 mod store;
+#[cfg(feature = "tls")]
+mod tls;
 
 #[doc(hidden)]
 #[path = "private.rs"]

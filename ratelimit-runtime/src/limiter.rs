@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
@@ -10,8 +11,9 @@ use tracing::Instrument as _;
 
 use crate::clock;
 use crate::error::StoreError;
+use crate::health::{Health, Route};
 use crate::store::memory::MemoryStore;
-use crate::store::redis::RedisStore;
+use crate::store::redis::{RedisStore, TlsSettings};
 use crate::{Decision, FailurePolicy, Rate, RateLimitError};
 
 /// The key prefix when none is set: Redis keys are `ratelimit:<key>`.
@@ -50,8 +52,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 ///   admission leaves the window. The connection is made on first use, inside a check, and
 ///   every check (connecting included) is bounded by the timeout (default 250 ms); a check
 ///   that timed out is never resent, since Redis may have recorded it.
+/// - Redis Cluster ([`LimiterBuilder::redis_cluster`]): the same, each key's set on the node
+///   that owns its slot.
 ///
-/// When the store cannot answer, the [`FailurePolicy`] decides (default: `Local`).
+/// When the store cannot answer, the [`FailurePolicy`] decides (default: `Local`). After a
+/// failure that is an outage (timeout, refused or dropped connection), the circuit opens: every
+/// check is answered by the policy at once, without waiting on the store, except one probe at a
+/// time, at most every 100 ms; the first probe the store answers closes it. Each outage is
+/// logged once when it starts (warn) and once when it ends (info, with its length and the
+/// number of checks the policy answered), and [`Limiter::policy_answers`] counts them.
 ///
 /// A `Limiter` is cheap to clone (one `Arc`); clones share their store.
 #[derive(Clone)]
@@ -64,8 +73,8 @@ struct Inner {
     policy: FailurePolicy,
     /// The in-process store that `FailurePolicy::Local` falls back on.
     fallback: MemoryStore,
-    /// Set while the store is failing, so an outage is logged once, not once per call.
-    degraded: AtomicBool,
+    /// The store's circuit breaker, outage log and policy-answer count.
+    health: Health,
     /// Set once a key was found holding something other than a sorted set (logged once).
     foreign_key_seen: AtomicBool,
 }
@@ -93,12 +102,20 @@ impl Limiter {
     }
 
     fn from_store(store: Store, policy: FailurePolicy) -> Limiter {
+        Limiter::with_fallback(store, policy, MemoryStore::new())
+    }
+
+    fn with_fallback(store: Store, policy: FailurePolicy, fallback: MemoryStore) -> Limiter {
+        let parts = match &store {
+            Store::Redis(store) => store.parts(),
+            Store::Memory(_) | Store::Misconfigured(_) => 1,
+        };
         Limiter {
             inner: Arc::new(Inner {
                 store,
                 policy,
-                fallback: MemoryStore::new(),
-                degraded: AtomicBool::new(false),
+                fallback,
+                health: Health::new(parts),
                 foreign_key_seen: AtomicBool::new(false),
             }),
         }
@@ -114,6 +131,20 @@ impl Limiter {
     #[must_use]
     pub fn failure_policy(&self) -> FailurePolicy {
         self.inner.policy
+    }
+
+    /// How many checks the [`FailurePolicy`] answered since this limiter was built (clones
+    /// share the count): each check the store failed, or skipped while its circuit was open.
+    #[must_use]
+    pub fn policy_answers(&self) -> u64 {
+        self.inner.health.policy_answers()
+    }
+
+    /// `true` while the store is failing and checks are answered by the [`FailurePolicy`]
+    /// (the circuit is open), until a probe succeeds.
+    #[must_use]
+    pub fn is_degraded(&self) -> bool {
+        self.inner.health.is_open()
     }
 
     /// Checks `key` against `rate` now, and records the call if it is admitted.
@@ -202,26 +233,40 @@ impl Limiter {
         rate: Rate,
         now_us: Option<u64>,
     ) -> Result<Decision, RateLimitError> {
+        let health = &self.inner.health;
         let outcome = match &self.inner.store {
             Store::Memory(store) => {
                 return Ok(store.check(key, rate, now_us));
             }
-            // Boxed: the Redis check's future is large (a kilobyte), and inline it would make
-            // every check's future as large, the in-process ones included, which then spend
-            // more time moving it than checking.
-            Store::Redis(store) => Box::pin(store.check(key, rate, now_us)).await,
+            Store::Redis(store) => {
+                let _probe = match health.route(|| store.part(key)) {
+                    Route::Store(probe) => probe,
+                    Route::Policy(error) => {
+                        return self.answer_by_policy(scope, key, rate, now_us, error);
+                    }
+                };
+                // Boxed: the Redis check's future is large (a kilobyte), and inline it would
+                // make every check's future as large, the in-process ones included, which then
+                // spend more time moving it than checking.
+                Box::pin(store.check(key, rate, now_us)).await
+            }
             Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        };
+        let part = || match &self.inner.store {
+            Store::Redis(store) => store.part(key),
+            Store::Memory(_) | Store::Misconfigured(_) => 0,
         };
         match outcome {
             Ok(decision) => {
-                if self.inner.degraded.load(Ordering::Relaxed)
-                    && self.inner.degraded.swap(false, Ordering::Relaxed)
-                {
-                    tracing::info!("rate limit store answers again; back from the failure policy");
-                }
+                health.succeeded(part);
                 Ok(decision)
             }
-            Err(error) => self.answer_by_policy(scope, key, rate, now_us, error),
+            Err(error) => {
+                if error.is_outage() {
+                    health.failed(part(), &error, self.inner.policy);
+                }
+                self.answer_by_policy(scope, key, rate, now_us, error)
+            }
         }
     }
 
@@ -240,9 +285,8 @@ impl Limiter {
             if !self.inner.foreign_key_seen.swap(true, Ordering::Relaxed) {
                 tracing::warn!(%error, ?policy, "a rate limit key holds a value that is not a sorted set (another application writes under this prefix?); its checks are answered by the failure policy");
             }
-        } else if !self.inner.degraded.swap(true, Ordering::Relaxed) {
-            tracing::warn!(%error, ?policy, "rate limit store unavailable; answering by the failure policy");
         }
+        self.inner.health.answered_by_policy();
         tracing::debug!(%error, key, ?policy, "check answered by the failure policy");
         #[cfg(feature = "metrics")]
         crate::observe::policy_answered(scope);
@@ -264,7 +308,7 @@ impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let store = match &self.inner.store {
             Store::Memory(_) => "memory",
-            Store::Redis(_) => "redis",
+            Store::Redis(store) => store.kind(),
             Store::Misconfigured(_) => "misconfigured",
         };
         f.debug_struct("Limiter")
@@ -278,29 +322,101 @@ impl fmt::Debug for Limiter {
 /// prefix, the failure policy and the timeout.
 #[derive(Clone)]
 pub struct LimiterBuilder {
-    redis_url: Option<String>,
+    redis: Option<RedisTarget>,
+    tls: TlsSettings,
     key_prefix: String,
     failure_policy: FailurePolicy,
     timeout: Duration,
+    max_keys: Option<usize>,
+}
+
+/// The Redis deployment a builder was pointed at.
+#[derive(Clone)]
+enum RedisTarget {
+    Url(String),
+    Cluster(Vec<String>),
 }
 
 impl Default for LimiterBuilder {
     fn default() -> Self {
         LimiterBuilder {
-            redis_url: None,
+            redis: None,
+            tls: TlsSettings::default(),
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             failure_policy: FailurePolicy::default(),
             timeout: DEFAULT_TIMEOUT,
+            max_keys: None,
         }
     }
 }
 
 impl LimiterBuilder {
-    /// Keeps the logs in the Redis server at `url` (`redis://[user:password@]host[:port][/db]`
-    /// or `redis+unix:///path`). Without it the limiter is in process.
+    /// Keeps the logs in the Redis server at `url`: `redis://[[user]:password@]host[:port][/db]`,
+    /// `rediss://…` for TLS (feature `tls`), or `redis+unix:///path`. Without it (or
+    /// [`redis_cluster`](LimiterBuilder::redis_cluster)) the limiter is in process. The last of
+    /// the two calls wins.
     #[must_use]
     pub fn redis_url(mut self, url: &str) -> Self {
-        self.redis_url = Some(url.to_owned());
+        self.redis = Some(RedisTarget::Url(url.to_owned()));
+        self
+    }
+
+    /// Keeps the logs in the Redis Cluster reached through `nodes` (`redis://` or `rediss://`
+    /// URLs of some of its masters; the rest is discovered), each key's sorted set on the node
+    /// that owns its slot. Every check touches one key, so keys need no hash tags; use
+    /// `{tags}` in keys only to co-locate them on purpose.
+    ///
+    /// The cluster client follows `MOVED` and `ASK` redirections and reconnects to moved or
+    /// failed-over masters within the check's timeout; the script counts a call that it resends
+    /// once.
+    #[must_use]
+    pub fn redis_cluster<I>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let nodes = nodes
+            .into_iter()
+            .map(|node| node.as_ref().to_owned())
+            .collect();
+        self.redis = Some(RedisTarget::Cluster(nodes));
+        self
+    }
+
+    /// Trusts the CA certificates in `pem` (PEM text) for `rediss://` servers, instead of the
+    /// platform's root certificates.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca_certificate = Some(pem.into());
+        self
+    }
+
+    /// Presents the certificate chain `certificate_pem` with its private key `key_pem` (both
+    /// PEM text) to `rediss://` servers that ask for client certificates (mutual TLS).
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_client_identity(
+        mut self,
+        certificate_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_identity = Some((certificate_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Caps the keys the in-process store tracks (the in-process limiter's store, and the one
+    /// [`FailurePolicy::Local`] falls back on). The cap is split evenly among the store's
+    /// shards (one shard below 128 keys, so small caps are exact; above, the total stays under
+    /// `max_keys + max_keys / 64`). A check for a new key that finds its shard full, after
+    /// dropping the keys whose periods have passed, is denied with a retry-after of its period,
+    /// and nothing is recorded (as nginx's `limit_req` answers 503 when its zone is full); keys
+    /// already tracked are unaffected. The first such denial is logged once, at warn level.
+    /// Without a cap (the default) memory follows the keys active within their periods: each
+    /// shard holds at most about twice its keys active in one period.
+    #[must_use]
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = Some(max_keys);
         self
     }
 
@@ -320,7 +436,8 @@ impl LimiterBuilder {
     }
 
     /// The longest a Redis check may take, connecting included (default 250 ms); past it the
-    /// failure policy answers.
+    /// failure policy answers. For a cluster it is also each node's connection and response
+    /// timeout.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -332,8 +449,10 @@ impl LimiterBuilder {
     ///
     /// # Errors
     ///
-    /// [`RateLimitError::InvalidConfig`] for a malformed or unsupported Redis URL (`rediss://`,
-    /// TLS, is not supported yet), or a zero timeout.
+    /// [`RateLimitError::InvalidConfig`] for a malformed Redis URL, an unknown scheme,
+    /// `rediss://` without the `tls` feature, TLS certificates for a URL that is not
+    /// `rediss://`, an empty list of cluster nodes (or nodes that disagree on TLS or
+    /// credentials), a zero timeout, or a zero `max_keys`.
     #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
     pub async fn build(self) -> Result<Limiter, RateLimitError> {
         self.build_now()
@@ -346,30 +465,46 @@ impl LimiterBuilder {
                 "the timeout must be longer than zero".into(),
             ));
         }
-        let store = match &self.redis_url {
-            None => Store::Memory(MemoryStore::new()),
-            Some(url) => Store::Redis(
-                RedisStore::new(url, &self.key_prefix, self.timeout).map_err(|error| {
-                    // redis-rs does not echo the URL (or its password) in this error.
-                    RateLimitError::InvalidConfig(
-                        format!(
-                            "unusable Redis URL ({error}); expected \
-                             redis://[[user]:password@]host[:port][/db] or redis+unix:///path"
-                        )
-                        .into(),
-                    )
-                })?,
+        let max_keys = match self.max_keys {
+            None => None,
+            Some(max_keys) => Some(NonZeroUsize::new(max_keys).ok_or_else(|| {
+                RateLimitError::InvalidConfig("max_keys must be at least 1".into())
+            })?),
+        };
+        let store = match &self.redis {
+            None => Store::Memory(MemoryStore::with_max_keys(max_keys)),
+            Some(RedisTarget::Url(url)) => Store::Redis(
+                RedisStore::single(url, &self.tls, &self.key_prefix, self.timeout)
+                    .map_err(RateLimitError::InvalidConfig)?,
+            ),
+            Some(RedisTarget::Cluster(nodes)) => Store::Redis(
+                RedisStore::cluster(nodes, &self.tls, &self.key_prefix, self.timeout)
+                    .map_err(RateLimitError::InvalidConfig)?,
             ),
         };
-        Ok(Limiter::from_store(store, self.failure_policy))
+        let fallback = MemoryStore::with_max_keys(max_keys);
+        Ok(Limiter::with_fallback(store, self.failure_policy, fallback))
     }
 }
 
 /// Leaves the URL out: it may carry a password.
 impl fmt::Debug for LimiterBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redis = match &self.redis {
+            None => None,
+            Some(RedisTarget::Url(_)) => Some("url <redacted>".to_owned()),
+            Some(RedisTarget::Cluster(nodes)) => {
+                Some(format!("cluster of {} <redacted> node URLs", nodes.len()))
+            }
+        };
         f.debug_struct("LimiterBuilder")
-            .field("redis_url", &self.redis_url.as_ref().map(|_| "<redacted>"))
+            .field("redis", &redis)
+            .field("tls_ca_certificate", &self.tls.ca_certificate.is_some())
+            .field(
+                "tls_client_identity",
+                &self.tls.client_identity.as_ref().map(|_| "<redacted>"),
+            )
+            .field("max_keys", &self.max_keys)
             .field("key_prefix", &self.key_prefix)
             .field("failure_policy", &self.failure_policy)
             .field("timeout", &self.timeout)

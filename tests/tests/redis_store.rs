@@ -195,27 +195,6 @@ async fn a_flushed_script_cache_is_invisible_to_callers() {
     assert!(!limiter.check("k", limit).await.unwrap().allowed);
 }
 
-#[tokio::test]
-async fn a_limiter_built_while_redis_is_down_connects_once_it_is_up() {
-    let port = free_port();
-    let limiter = Limiter::builder()
-        .redis_url(&format!("redis://127.0.0.1:{port}/"))
-        .key_prefix("lazy:")
-        .failure_policy(FailurePolicy::Closed)
-        .build()
-        .await
-        .expect("building does not connect");
-    let limit = rate(2, Duration::from_secs(60));
-    let error = limiter.check("k", limit).await.unwrap_err();
-    assert!(matches!(error, RateLimitError::Unavailable(_)), "{error:?}");
-
-    let redis = TestRedis::start_on(port).expect("start redis-server on the chosen port");
-    assert!(limiter.check("k", limit).await.unwrap().allowed);
-    let mut connection = redis.connection().await;
-    let recorded: u64 = connection.zcard("lazy:k").await.unwrap();
-    assert_eq!(recorded, 1);
-}
-
 /// A server that accepts connections and never answers: the check must give up in time.
 async fn silent_server() -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -25,7 +25,7 @@ use benches::{BenchRedis, Rng, command_stats, key_names, percentile_us, reset_st
 use ratelimit_runtime::{FailurePolicy, Limiter, Rate};
 
 /// Our script, the one the Redis store runs.
-const OURS: &str = include_str!("../../../ratelimit-runtime/src/store/sliding_window.lua");
+const OURS: &str = include_str!("../../../ratelimit-runtime/src/store/redis/sliding_window.lua");
 
 /// The seeds' script (`/work/shared/seeds/000_*.txt`, "Lua脚本优化"): evict, count, add, and
 /// nothing else (no expiry, no retry-after). Kept as written except for the member, which the

@@ -5,7 +5,8 @@
 -- ARGV[1]  period, integer microseconds (1,000 ..= 3,155,760,000,000,000).
 -- ARGV[2]  threshold, admissions per period (1 ..= 4,294,967,295).
 -- ARGV[3]  member naming this admission, unique across processes and calls (recorded only
---          when admitted).
+--          when admitted). A call sent twice with one member (a client that resent it after a
+--          lost connection) is counted once and answered as the first time it was admitted.
 -- ARGV[4]  now, integer microseconds since the Unix epoch; empty: use this server's TIME,
 --          the one clock shared by every application server.
 --
@@ -31,7 +32,10 @@ redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
 local count = redis.call('ZCARD', key)
 
 if count < threshold then
-  redis.call('ZADD', key, now, ARGV[3])
+  if redis.call('ZADD', key, 'NX', now, ARGV[3]) == 0 then
+    -- A resent call, already admitted and recorded: count it once.
+    count = count - 1
+  end
   local newest = now
   if count > 0 then
     newest = math.max(now, tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]))
@@ -45,6 +49,12 @@ if count < threshold then
     redis.call('PEXPIRE', key, ttl)
   end
   return {1, count + 1, 0, reset_after}
+end
+
+-- A resent call that was admitted the first time (it filled the window) stays admitted.
+if redis.call('ZSCORE', key, ARGV[3]) then
+  local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  return {1, count, 0, newest + period - now}
 end
 
 -- The count falls below the threshold when the admission at rank count - threshold (the
