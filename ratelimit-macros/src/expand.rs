@@ -38,9 +38,10 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
 //     pub async fn login(&self, user_id: u64) -> Result<Session, AppError> {
 //         {
 //             fn __ratelimit() {}
-//             let __ratelimit: &'static ::core::primitive::str = #krate::__private::scope_from_item_path(
-//                 #krate::__private::type_name_of(&__ratelimit),
-//             ); // with `name`: #krate::__private::named_scope(&__ratelimit, "login")
+//             let __ratelimit: &'static ::core::primitive::str = {
+//                 static __RATELIMIT_SCOPE: #krate::__private::Scope = #krate::__private::Scope::new();
+//                 __RATELIMIT_SCOPE.of(&__ratelimit) // the path of `__ratelimit`, once
+//             }; // with `name`: #krate::__private::named_scope(&__ratelimit, "login")
 //             let __ratelimit = (
 //                 __ratelimit,
 //                 ::core::option::Option::Some(
@@ -117,9 +118,16 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
 
     let scope = match &args.name {
         Some(name) => quote! { #krate::__private::named_scope(&#local, #name) },
-        None => quote! {
-            #krate::__private::scope_from_item_path(#krate::__private::type_name_of(&#local))
-        },
+        // Worked out once per function, on its first call: a static of the block.
+        None => {
+            let cache = Ident::new("__RATELIMIT_SCOPE", site);
+            quote! {
+                {
+                    static #cache: #krate::__private::Scope = #krate::__private::Scope::new();
+                    #cache.of(&#local)
+                }
+            }
+        }
     };
     let key = match &args.key {
         Some(expr) => {

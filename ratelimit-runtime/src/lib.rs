@@ -89,6 +89,7 @@
 //! the first time the scope is seen and kept for the life of the process, so checks allocate
 //! nothing for their metrics.
 
+mod checking;
 mod clock;
 mod decision;
 mod error;

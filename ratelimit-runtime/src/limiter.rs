@@ -2,16 +2,16 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::future::Future;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use tracing::Instrument as _;
-
+use crate::checking::{Checking, Key};
 use crate::clock;
 use crate::error::StoreError;
-use crate::health::{Health, Route};
+use crate::health::{Health, ProbeGuard, Route};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisStore, TlsSettings};
 use crate::{Decision, FailurePolicy, Rate, RateLimitError};
@@ -151,7 +151,8 @@ impl Limiter {
     ///
     /// `key` is any text (user identifiers included; it is never logged above debug level,
     /// nor used as a metrics label); in Redis it becomes `<prefix><key>`. Now is the Redis
-    /// server's `TIME` for a Redis limiter, the local wall clock otherwise.
+    /// server's `TIME` for a Redis limiter, the local wall clock otherwise. Like any future,
+    /// the check happens when it is polled; an in-process check completes on the first poll.
     ///
     /// The check runs in a `ratelimit.check` span (without a `scope`), and with the `metrics`
     /// feature is counted without labels: see the crate's
@@ -161,10 +162,12 @@ impl Limiter {
     ///
     /// A denial is `Ok` with `allowed == false`. `Err` only when the store failed and the
     /// policy is [`FailurePolicy::Closed`]: [`RateLimitError::Unavailable`].
-    pub async fn check(&self, key: &str, rate: Rate) -> Result<Decision, RateLimitError> {
-        self.check_in(None, key, rate, None)
-            .instrument(Limiter::span(None))
-            .await
+    pub fn check<'a>(
+        &'a self,
+        key: &'a str,
+        rate: Rate,
+    ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
+        Checking::new(self, None, Key::Borrowed(key), rate, Ok(None))
     }
 
     /// Checks `key` against `rate` at the time `at`, and records the call if it is admitted.
@@ -177,16 +180,21 @@ impl Limiter {
     ///
     /// [`RateLimitError::InvalidInput`] when `at` is before 1970 or after the year 2155;
     /// otherwise as [`check`](Limiter::check).
-    pub async fn check_at(
-        &self,
-        key: &str,
+    pub fn check_at<'a>(
+        &'a self,
+        key: &'a str,
         rate: Rate,
         at: SystemTime,
-    ) -> Result<Decision, RateLimitError> {
-        let now = clock::micros_since_epoch(at)?;
-        self.check_in(None, key, rate, Some(now))
-            .instrument(Limiter::span(None))
-            .await
+    ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
+        let now_us = clock::micros_since_epoch(at).map(Some);
+        Checking::new(self, None, Key::Borrowed(key), rate, now_us)
+    }
+
+    /// A check for the attribute and the layer: in a span with the field `scope`, labelled
+    /// with `scope` in the metrics, and with an event for its decision (trace when admitted,
+    /// debug when denied, with the key stripped of its `scope:` prefix).
+    pub(crate) fn checking<'a>(&'a self, scope: &'a str, key: Key<'a>, rate: Rate) -> Checking<'a> {
+        Checking::new(self, Some(scope), key, rate, Ok(None))
     }
 
     /// The span a check runs in: `ratelimit.check` at debug level, with the field `scope`
@@ -195,79 +203,79 @@ impl Limiter {
         tracing::debug_span!("ratelimit.check", scope)
     }
 
-    /// [`check`](Limiter::check) for the attribute and the layer, labelled with `scope` in
-    /// the metrics, in the caller's span (made by [`Limiter::span`]).
-    pub(crate) async fn check_in_scope(
-        &self,
-        scope: &str,
-        key: &str,
-        rate: Rate,
-    ) -> Result<Decision, RateLimitError> {
-        self.check_in(Some(scope), key, rate, None).await
-    }
-
-    /// A check, counted in the metrics (feature `metrics`) under `scope`.
-    async fn check_in(
+    /// The check when it needs no I/O: in process, or answered by the failure policy (a
+    /// misconfigured store, an open circuit breaker). Otherwise `None`, with the probe to hold
+    /// for [`check_remote`](Limiter::check_remote) if the breaker is probing the store.
+    pub(crate) fn check_local(
         &self,
         scope: Option<&str>,
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
-    ) -> Result<Decision, RateLimitError> {
+    ) -> Result<Result<Decision, RateLimitError>, Option<ProbeGuard<'_>>> {
         #[cfg(feature = "metrics")]
         let started = std::time::Instant::now();
-        let result = self.check_us(scope, key, rate, now_us).await;
+        let result = match &self.inner.store {
+            Store::Memory(store) => Ok(store.check(key, rate, now_us)),
+            Store::Misconfigured(reason) => {
+                let error = StoreError::Misconfigured(reason.clone());
+                self.inner.health.failed(0, &error, self.inner.policy);
+                self.answer_by_policy(scope, key, rate, now_us, error)
+            }
+            Store::Redis(store) => match self.inner.health.route(|| store.part(key)) {
+                Route::Store(probe) => return Err(probe),
+                Route::Policy(error) => self.answer_by_policy(scope, key, rate, now_us, error),
+            },
+        };
         #[cfg(feature = "metrics")]
         crate::observe::checked(
             scope,
             result.as_ref().ok().map(|decision| decision.allowed),
             started.elapsed(),
         );
-        result
+        observe_decision(scope, key, &result);
+        Ok(result)
     }
 
-    async fn check_us(
+    /// The check by the Redis store (called when [`check_local`](Limiter::check_local) could
+    /// not answer), holding the breaker's `probe` if any; answered by the failure policy when
+    /// the store fails.
+    pub(crate) async fn check_remote(
         &self,
         scope: Option<&str>,
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
+        probe: Option<ProbeGuard<'_>>,
     ) -> Result<Decision, RateLimitError> {
+        #[cfg(feature = "metrics")]
+        let started = std::time::Instant::now();
+        let Store::Redis(store) = &self.inner.store else {
+            unreachable!("check_local answers every other store")
+        };
+        let outcome = store.check(key, rate, now_us).await;
+        drop(probe);
         let health = &self.inner.health;
-        let outcome = match &self.inner.store {
-            Store::Memory(store) => {
-                return Ok(store.check(key, rate, now_us));
-            }
-            Store::Redis(store) => {
-                let _probe = match health.route(|| store.part(key)) {
-                    Route::Store(probe) => probe,
-                    Route::Policy(error) => {
-                        return self.answer_by_policy(scope, key, rate, now_us, error);
-                    }
-                };
-                // Boxed: the Redis check's future is large (a kilobyte), and inline it would
-                // make every check's future as large, the in-process ones included, which then
-                // spend more time moving it than checking.
-                Box::pin(store.check(key, rate, now_us)).await
-            }
-            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
-        };
-        let part = || match &self.inner.store {
-            Store::Redis(store) => store.part(key),
-            Store::Memory(_) | Store::Misconfigured(_) => 0,
-        };
-        match outcome {
+        let result = match outcome {
             Ok(decision) => {
-                health.succeeded(part);
+                health.succeeded(|| store.part(key));
                 Ok(decision)
             }
             Err(error) => {
                 if error.is_outage() {
-                    health.failed(part(), &error, self.inner.policy);
+                    health.failed(store.part(key), &error, self.inner.policy);
                 }
                 self.answer_by_policy(scope, key, rate, now_us, error)
             }
-        }
+        };
+        #[cfg(feature = "metrics")]
+        crate::observe::checked(
+            scope,
+            result.as_ref().ok().map(|decision| decision.allowed),
+            started.elapsed(),
+        );
+        observe_decision(scope, key, &result);
+        result
     }
 
     fn answer_by_policy(
@@ -301,6 +309,22 @@ impl Limiter {
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
             FailurePolicy::Local => Ok(self.inner.fallback.check(key, rate, now_us)),
         }
+    }
+}
+
+/// The event of a scoped check's decision: trace when admitted, debug when denied (with the key
+/// without its `scope:` prefix, and the retry-after). Checks by hand have none.
+fn observe_decision(scope: Option<&str>, key: &str, result: &Result<Decision, RateLimitError>) {
+    let (Some(scope), Ok(decision)) = (scope, result) else {
+        return;
+    };
+    if decision.allowed {
+        tracing::trace!(scope, "rate limit admitted the call");
+    } else {
+        let key = key
+            .strip_prefix(scope)
+            .and_then(|rest| rest.strip_prefix(':'));
+        tracing::debug!(scope, key, retry_after = ?decision.retry_after, "rate limit denied the call");
     }
 }
 

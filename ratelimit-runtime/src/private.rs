@@ -3,8 +3,11 @@
 
 use std::fmt::{self, Display, Write as _};
 
-use tracing::Instrument as _;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 
+use crate::checking::{Checking, Key};
 use crate::error::Denied;
 use crate::{Limiter, Rate, RateLimitError};
 
@@ -21,6 +24,31 @@ pub fn scope_from_item_path(path: &'static str) -> &'static str {
         scope = head;
     }
     scope
+}
+
+/// The scope of one function, worked out on its first call: a `static` in the code generated
+/// for each function without `name`.
+pub struct Scope(std::sync::OnceLock<&'static str>);
+
+impl Scope {
+    /// Not worked out yet.
+    #[must_use]
+    pub const fn new() -> Scope {
+        Scope(std::sync::OnceLock::new())
+    }
+
+    /// The scope of the function that declares `item` (see [`scope_from_item_path`]), worked
+    /// out on the first call.
+    pub fn of<T>(&self, _item: &T) -> &'static str {
+        self.0
+            .get_or_init(|| scope_from_item_path(core::any::type_name::<T>()))
+    }
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope::new()
+    }
 }
 
 /// The name of `T`, for [`scope_from_item_path`].
@@ -66,45 +94,56 @@ fn display_len<T: Display + ?Sized>(value: &T) -> usize {
 /// # Errors
 ///
 /// [`RateLimitError::Denied`] when the call is denied; errors of [`Limiter::check`] otherwise.
-pub async fn check(
-    limiter: &Limiter,
+pub fn check<'a>(
+    limiter: &'a Limiter,
     scope: &'static str,
     key: Option<String>,
     rate: Rate,
-) -> Result<(), RateLimitError> {
-    check_in_span(limiter, scope, key, rate)
-        .instrument(Limiter::span(Some(scope)))
-        .await
+) -> Check<'a> {
+    let key = match key {
+        Some(scoped) => Key::Owned(scoped),
+        None => Key::Borrowed(scope),
+    };
+    Check {
+        checking: limiter.checking(scope, key, rate),
+        scope,
+        rate,
+    }
 }
 
-async fn check_in_span(
-    limiter: &Limiter,
+/// The future of [`check`]: an in-process check completes on its first poll.
+pub struct Check<'a> {
+    checking: Checking<'a>,
     scope: &'static str,
-    key: Option<String>,
     rate: Rate,
-) -> Result<(), RateLimitError> {
-    let decision = limiter
-        .check_in_scope(scope, key.as_deref().unwrap_or(scope), rate)
-        .await?;
-    if decision.allowed {
-        tracing::trace!(scope, "rate limit admitted the call");
-        return Ok(());
-    }
-    // `scope:key` becomes `key` in place.
-    let key = key.map(|mut scoped| {
-        let key_len = scoped
-            .strip_prefix(scope)
-            .and_then(|rest| rest.strip_prefix(':'))
-            .map(str::len);
-        if let Some(key_len) = key_len {
-            scoped.drain(..scoped.len() - key_len);
+}
+
+impl Future for Check<'_> {
+    type Output = Result<(), RateLimitError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let decision = ready!(Pin::new(&mut self.checking).poll(cx))?;
+        if decision.allowed {
+            return Poll::Ready(Ok(()));
         }
-        scoped
-    });
-    tracing::debug!(scope, key, retry_after = ?decision.retry_after, "rate limit denied the call");
-    Err(RateLimitError::Denied(Box::new(Denied::new(
-        scope, key, rate, decision,
-    ))))
+        // `scope:key` becomes `key` in place; without a key, the key was the scope.
+        let key = match self.checking.take_key() {
+            Some(Key::Owned(mut scoped)) => {
+                let key_len = scoped
+                    .strip_prefix(self.scope)
+                    .and_then(|rest| rest.strip_prefix(':'))
+                    .map(str::len);
+                if let Some(key_len) = key_len {
+                    scoped.drain(..scoped.len() - key_len);
+                }
+                Some(scoped)
+            }
+            Some(Key::Borrowed(_)) | None => None,
+        };
+        Poll::Ready(Err(RateLimitError::Denied(Box::new(Denied::new(
+            self.scope, key, self.rate, decision,
+        )))))
+    }
 }
 
 /// The scope given by the attribute's `name`. The first argument is the function item that

@@ -4,9 +4,10 @@
 async fn report() -> Result<(), my_app::Error> {
     {
         fn __ratelimit() {}
-        let __ratelimit: &'static ::core::primitive::str = my_app::deps::ratelimit::__private::scope_from_item_path(
-            my_app::deps::ratelimit::__private::type_name_of(&__ratelimit),
-        );
+        let __ratelimit: &'static ::core::primitive::str = {
+            static __RATELIMIT_SCOPE: my_app::deps::ratelimit::__private::Scope = my_app::deps::ratelimit::__private::Scope::new();
+            __RATELIMIT_SCOPE.of(&__ratelimit)
+        };
         let __ratelimit = (__ratelimit, ::core::option::Option::None);
         if let ::core::result::Result::Err(__ratelimit) = my_app::deps::ratelimit::__private::check(
                 my_app::deps::ratelimit::__private::global(),

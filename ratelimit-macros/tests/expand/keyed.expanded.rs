@@ -4,9 +4,10 @@
 async fn greet(user_id: u64) -> Result<String, AppError> {
     {
         fn __ratelimit() {}
-        let __ratelimit: &'static ::core::primitive::str = ::ratelimit_runtime::__private::scope_from_item_path(
-            ::ratelimit_runtime::__private::type_name_of(&__ratelimit),
-        );
+        let __ratelimit: &'static ::core::primitive::str = {
+            static __RATELIMIT_SCOPE: ::ratelimit_runtime::__private::Scope = ::ratelimit_runtime::__private::Scope::new();
+            __RATELIMIT_SCOPE.of(&__ratelimit)
+        };
         let __ratelimit = (
             __ratelimit,
             ::core::option::Option::Some(

@@ -16,9 +16,9 @@ use http::request::Parts;
 use http::{HeaderName, Request, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
-use tracing::Instrument as _;
 
 use crate::__private::scoped_key;
+use crate::checking::Key;
 use crate::{Denied, Limiter, Rate, RateLimitError};
 
 /// The scope of a layer's keys when none is set: keys are `layer:<key>`.
@@ -227,7 +227,6 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let config = Arc::clone(&self.config);
-        let span = Limiter::span(Some(&self.config.scope));
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             let Some(key) = config.key.extract(&parts) else {
@@ -237,15 +236,13 @@ where
             let scoped = scoped_key(&config.scope, &key);
             let checked = config
                 .limiter
-                .check_in_scope(&config.scope, &scoped, config.rate)
-                .instrument(span)
+                .checking(&config.scope, Key::Borrowed(&scoped), config.rate)
                 .await;
             let decision = match checked {
                 Ok(decision) => decision,
                 Err(error) => return Ok(error.into_response()),
             };
             if !decision.allowed {
-                tracing::debug!(scope = %config.scope, key, retry_after = ?decision.retry_after, "rate limit denied the request");
                 let denied = Denied::new(config.scope.clone(), Some(key), config.rate, decision);
                 return Ok(RateLimitError::Denied(Box::new(denied)).into_response());
             }

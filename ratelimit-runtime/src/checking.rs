@@ -1,0 +1,122 @@
+//! [`Checking`]: the future of one check. An in-process check completes on its first poll, in
+//! its span, without building any inner future; a Redis check boxes its future, since it
+//! waits on the network anyway.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use tracing::Instrument as _;
+
+use crate::{Decision, Limiter, Rate, RateLimitError};
+
+/// A key a check borrows, or owns (the attribute's `scope:key`, built per call).
+pub(crate) enum Key<'a> {
+    Borrowed(&'a str),
+    Owned(String),
+}
+
+impl Key<'_> {
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Key::Borrowed(key) => key,
+            Key::Owned(key) => key,
+        }
+    }
+}
+
+/// The Redis path of a check: its answer, and the key back.
+type Remote<'a> =
+    Pin<Box<dyn Future<Output = (Result<Decision, RateLimitError>, Key<'a>)> + Send + 'a>>;
+
+/// One check of `key` against `rate` by `limiter`, made when first polled.
+pub(crate) struct Checking<'a> {
+    limiter: &'a Limiter,
+    /// The attribute's or the layer's scope: the span's field, the metrics' label, and the
+    /// prefix stripped from a scoped key in the denial's debug event.
+    scope: Option<&'a str>,
+    /// `None` while the Redis path owns it, or after an early error.
+    key: Option<Key<'a>>,
+    rate: Rate,
+    /// The check's time (µs since the Unix epoch; `None`: now), or why `check_at`'s was
+    /// rejected.
+    now_us: Result<Option<u64>, Option<RateLimitError>>,
+    remote: Option<Remote<'a>>,
+}
+
+impl<'a> Checking<'a> {
+    pub(crate) fn new(
+        limiter: &'a Limiter,
+        scope: Option<&'a str>,
+        key: Key<'a>,
+        rate: Rate,
+        now_us: Result<Option<u64>, RateLimitError>,
+    ) -> Checking<'a> {
+        Checking {
+            limiter,
+            scope,
+            key: Some(key),
+            rate,
+            now_us: now_us.map_err(Some),
+            remote: None,
+        }
+    }
+
+    /// The key, once the check is over.
+    pub(crate) fn take_key(&mut self) -> Option<Key<'a>> {
+        self.key.take()
+    }
+}
+
+impl Future for Checking<'_> {
+    type Output = Result<Decision, RateLimitError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if let Some(remote) = &mut this.remote {
+            let (result, key) = ready!(remote.as_mut().poll(cx));
+            this.remote = None;
+            this.key = Some(key);
+            return Poll::Ready(result);
+        }
+        let now_us = match &mut this.now_us {
+            Ok(now_us) => *now_us,
+            Err(error) => {
+                let error = error.take().expect("`Checking` polled after it completed");
+                return Poll::Ready(Err(error));
+            }
+        };
+        let key = this
+            .key
+            .take()
+            .expect("`Checking` polled after it completed");
+        let (limiter, scope, rate) = (this.limiter, this.scope, this.rate);
+        let span = Limiter::span(scope);
+        let probe = match span.in_scope(|| limiter.check_local(scope, key.as_str(), rate, now_us)) {
+            Ok(result) => {
+                this.key = Some(key);
+                return Poll::Ready(result);
+            }
+            Err(probe) => probe,
+        };
+        let mut remote: Remote<'_> = Box::pin(
+            async move {
+                let result = limiter
+                    .check_remote(scope, key.as_str(), rate, now_us, probe)
+                    .await;
+                (result, key)
+            }
+            .instrument(span),
+        );
+        match remote.as_mut().poll(cx) {
+            Poll::Ready((result, key)) => {
+                this.key = Some(key);
+                Poll::Ready(result)
+            }
+            Poll::Pending => {
+                this.remote = Some(remote);
+                Poll::Pending
+            }
+        }
+    }
+}
