@@ -8,6 +8,7 @@ use std::task::{Context, Poll, ready};
 
 use tracing::Instrument as _;
 
+use crate::error::StoreError;
 use crate::{Decision, Limiter, Rate, RateLimitError};
 
 /// A key a check borrows, or owns (the attribute's `scope:key`, built per call).
@@ -101,9 +102,22 @@ impl Future for Checking<'_> {
         };
         let mut remote: Remote<'_> = Box::pin(
             async move {
-                let result = limiter
-                    .check_remote(scope, key.as_str(), rate, now_us, probe)
-                    .await;
+                #[cfg(feature = "metrics")]
+                let started = std::time::Instant::now();
+                let outcome = match limiter.spawn_remote(key.as_str(), rate, now_us, probe) {
+                    // A task that did not finish was cancelled: its runtime is shutting down.
+                    Ok(call) => call.await.unwrap_or(Err(StoreError::NoRuntime)),
+                    Err(error) => Err(error),
+                };
+                let result = limiter.finish_remote(
+                    scope,
+                    key.as_str(),
+                    rate,
+                    now_us,
+                    outcome,
+                    #[cfg(feature = "metrics")]
+                    started,
+                );
                 (result, key)
             }
             .instrument(span),

@@ -177,6 +177,10 @@ pub enum StoreError {
     /// [`FailurePolicy`](crate::FailurePolicy): the circuit breaker is open.
     #[error("rate limit store unavailable for {0:?} (circuit open; probing it every 100ms)")]
     CircuitOpen(Duration),
+    /// The Redis store was used outside a Tokio runtime (or while its runtime shut down).
+    /// Not an outage: the store is not asked, and other callers are not affected.
+    #[error("the Redis rate limit store must be used inside a Tokio runtime")]
+    NoRuntime,
     /// Redis answered with an error, or the connection failed.
     #[error("rate limit store failed: {0}")]
     Redis(#[source] redis::RedisError),
@@ -191,9 +195,21 @@ pub enum StoreError {
 
 impl StoreError {
     /// `false` for an error that concerns one key only (a key holding another type of value,
-    /// written by someone else under the prefix): not an outage of the store.
+    /// or values the script cannot use, written by someone else under the prefix), and for a
+    /// check made outside a runtime: not an outage of the store.
     pub(crate) fn is_outage(&self) -> bool {
-        !matches!(self, StoreError::Redis(error) if error.code() == Some("WRONGTYPE"))
+        match self {
+            StoreError::NoRuntime => false,
+            // An error of the script on one key's value (a key another application wrote
+            // under the prefix): Redis itself answers.
+            StoreError::Redis(error) => {
+                error.code() != Some("WRONGTYPE")
+                    && !error
+                        .detail()
+                        .is_some_and(|detail| detail.contains("@user_script"))
+            }
+            _ => true,
+        }
     }
 }
 

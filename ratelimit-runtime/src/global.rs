@@ -44,7 +44,12 @@ fn from_env() -> Limiter {
     let (variable, builder) = if let Some((variable, nodes)) = setting("RATELIMIT_REDIS_CLUSTER") {
         (
             variable,
-            builder.redis_cluster(nodes.split(',').map(str::trim)),
+            builder.redis_cluster(
+                nodes
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|node| !node.is_empty()),
+            ),
         )
     } else if let Some((variable, url)) =
         setting("RATELIMIT_REDIS_URL").or_else(|| setting("REDIS_URL"))

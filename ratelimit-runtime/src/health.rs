@@ -1,11 +1,11 @@
-//! The store's health as a limiter sees it: circuit breakers that open on an outage, so that a
-//! Redis that is down or stalled costs one probe at a time instead of a timeout per check, and
-//! a log of each outage once when it starts and once when it ends.
+//! The store's health as a limiter sees it: circuit breakers that open on an outage, so that
+//! a Redis that is down or stalled costs one probe at a time instead of a timeout per check,
+//! and a log of each outage once when it starts and once when it ends.
 //!
-//! One breaker for a Redis server; for a Redis Cluster, one per sixteenth of the hash slots, so
-//! that a failed master opens the breakers of its slots and not those of its healthy peers.
+//! One breaker for a Redis server; for a Redis Cluster, one per hash slot, so that a failed
+//! master opens the breakers of its own slots only.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::FailurePolicy;
@@ -15,49 +15,46 @@ use crate::error::StoreError;
 /// checks go back to Redis well within a second of it accepting connections again.
 pub(crate) const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
-/// The breakers of a limiter and what they share: the outage log and the policy-answer count.
+/// With several breakers (a cluster), an outage ends at the first answer from the store after
+/// this long without a failure.
+const QUIET: Duration = Duration::from_millis(250);
+
+/// `next_probe` while a probe is in flight.
+const PROBING: u64 = u64::MAX;
+
+/// The breakers of a limiter and what they share: the outage and the policy-answer count.
 pub(crate) struct Health {
-    /// The origin of the times below.
+    /// The origin of the times below (nanoseconds since it; 0 means "never").
     epoch: Instant,
     breakers: Box<[Breaker]>,
-    /// How many breakers are open now; an outage lasts while any is.
-    open: AtomicUsize,
+    /// When the current outage began (0: none). A breaker opened before it is stale: closed.
+    outage_since: AtomicU64,
+    /// The latest failure.
+    last_failure: AtomicU64,
     /// Checks answered by the failure policy since the limiter was built, and when the current
     /// outage began.
     policy_answers: AtomicU64,
     policy_answers_at_outage: AtomicU64,
-    outage_since: AtomicU64,
 }
 
 /// Closed (checks go to the store) until a check fails with an outage; then open: checks are
 /// answered by the failure policy at once, except one probe at a time, at most every
-/// [`PROBE_INTERVAL`], whose success closes it again.
+/// [`PROBE_INTERVAL`], whose answer closes it again.
 #[derive(Default)]
 struct Breaker {
-    /// 0 while closed; else nanoseconds since `epoch` (at least 1) when it opened.
+    /// 0 while closed; else when it opened (at least 1).
     down_since: AtomicU64,
-    /// Nanoseconds since `epoch` before which no probe starts.
+    /// When the next probe may start; [`PROBING`] while one is in flight.
     next_probe: AtomicU64,
-    /// Set while a probe is in flight.
-    probing: AtomicBool,
 }
 
 /// Whether a check goes to the store.
-pub(crate) enum Route<'a> {
-    /// Yes: as usual, or as the probe of an open breaker (released when dropped).
-    Store(Option<ProbeGuard<'a>>),
+pub(crate) enum Route {
+    /// Yes; `true` when it is the probe of an open breaker, to be ended by
+    /// [`Health::end_probe`] (or by the check's answer).
+    Store(bool),
     /// No: the breaker is open; answer by the policy with this error.
     Policy(StoreError),
-}
-
-/// Marks a probe in flight; a probe that is dropped unfinished (its check cancelled) frees the
-/// way for the next one.
-pub(crate) struct ProbeGuard<'a>(&'a Breaker);
-
-impl Drop for ProbeGuard<'_> {
-    fn drop(&mut self) {
-        self.0.probing.store(false, Ordering::Release);
-    }
 }
 
 impl Health {
@@ -67,57 +64,75 @@ impl Health {
         Health {
             epoch: Instant::now(),
             breakers: (0..breakers.max(1)).map(|_| Breaker::default()).collect(),
-            open: AtomicUsize::new(0),
+            outage_since: AtomicU64::new(0),
+            last_failure: AtomicU64::new(0),
             policy_answers: AtomicU64::new(0),
             policy_answers_at_outage: AtomicU64::new(0),
-            outage_since: AtomicU64::new(0),
         }
     }
 
     /// Where the next check of part `part` goes (`part` is called only during an outage).
-    /// One relaxed load while every breaker is closed.
-    pub(crate) fn route(&self, part: impl FnOnce() -> usize) -> Route<'_> {
-        if self.open.load(Ordering::Relaxed) == 0 {
-            return Route::Store(None);
+    /// One relaxed load outside outages.
+    pub(crate) fn route(&self, part: impl FnOnce() -> usize) -> Route {
+        let outage = self.outage_since.load(Ordering::Relaxed);
+        if outage == 0 {
+            return Route::Store(false);
         }
         let breaker = self.breaker(part());
         let since = breaker.down_since.load(Ordering::Relaxed);
-        if since == 0 {
-            return Route::Store(None);
+        if since < outage {
+            // Closed, or opened in an earlier outage.
+            return Route::Store(false);
         }
         let now = self.nanos();
-        if now >= breaker.next_probe.load(Ordering::Relaxed)
+        let next = breaker.next_probe.load(Ordering::Relaxed);
+        if next <= now
             && breaker
-                .probing
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .next_probe
+                .compare_exchange(next, PROBING, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            return Route::Store(Some(ProbeGuard(breaker)));
+            return Route::Store(true);
         }
         Route::Policy(StoreError::CircuitOpen(Duration::from_nanos(
             now.saturating_sub(since),
         )))
     }
 
-    /// A check of part `part` the store answered: closes its breaker, logging the end of the
-    /// outage when it was the last one open.
+    /// Ends a probe of part `part` that got no answer (its check was dropped): the next one
+    /// may start a probe interval from now.
+    pub(crate) fn end_probe(&self, part: usize) {
+        let breaker = self.breaker(part);
+        let next = self.nanos().saturating_add(interval_nanos());
+        let _ =
+            breaker
+                .next_probe
+                .compare_exchange(PROBING, next, Ordering::AcqRel, Ordering::Relaxed);
+    }
+
+    /// A check of part `part` the store answered: closes its breaker, and ends the outage
+    /// when no other part failed lately (at once with a single breaker).
     pub(crate) fn succeeded(&self, part: impl FnOnce() -> usize) {
-        if self.open.load(Ordering::Relaxed) == 0 {
+        let outage = self.outage_since.load(Ordering::Relaxed);
+        if outage == 0 {
             return;
         }
         let breaker = self.breaker(part());
-        if breaker.down_since.load(Ordering::Relaxed) == 0
-            || breaker.down_since.swap(0, Ordering::AcqRel) == 0
+        breaker.down_since.store(0, Ordering::Relaxed);
+        breaker.next_probe.store(0, Ordering::Relaxed);
+        let now = self.nanos();
+        let quiet = self.breakers.len() == 1
+            || now.saturating_sub(self.last_failure.load(Ordering::Relaxed))
+                >= u64::try_from(QUIET.as_nanos()).unwrap_or(u64::MAX);
+        if quiet
+            && self
+                .outage_since
+                .compare_exchange(outage, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
         {
-            return;
-        }
-        if self.open.fetch_sub(1, Ordering::AcqRel) == 1 {
             let answered = self.policy_answers.load(Ordering::Relaxed)
                 - self.policy_answers_at_outage.load(Ordering::Relaxed);
-            let outage = Duration::from_nanos(
-                self.nanos()
-                    .saturating_sub(self.outage_since.load(Ordering::Relaxed)),
-            );
+            let outage = Duration::from_nanos(now.saturating_sub(outage));
             tracing::info!(
                 ?outage,
                 answered_by_policy = answered,
@@ -127,35 +142,39 @@ impl Health {
     }
 
     /// A check of part `part` the store failed with an outage (not a one-key error): opens
-    /// its breaker, logging the start of an outage when it is the first one open, and
-    /// schedules the breaker's next probe.
+    /// its breaker until a probe interval from now, logging the start of an outage when none
+    /// is under way.
     pub(crate) fn failed(&self, part: usize, error: &StoreError, policy: FailurePolicy) {
         let breaker = self.breaker(part);
-        let now = self.nanos();
-        let interval = u64::try_from(PROBE_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
+        let now = self.nanos().max(1);
+        self.last_failure.store(now, Ordering::Relaxed);
+        let outage = match self.outage_since.compare_exchange(
+            0,
+            now,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => {
+                self.policy_answers_at_outage.store(
+                    self.policy_answers.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+                tracing::warn!(
+                    %error,
+                    ?policy,
+                    probe_interval = ?PROBE_INTERVAL,
+                    "rate limit store unavailable; answering by the failure policy until it answers again"
+                );
+                now
+            }
+            Err(outage) => outage,
+        };
+        if breaker.down_since.load(Ordering::Relaxed) < outage {
+            breaker.down_since.store(now, Ordering::Relaxed);
+        }
         breaker
             .next_probe
-            .store(now.saturating_add(interval), Ordering::Relaxed);
-        if breaker
-            .down_since
-            .compare_exchange(0, now.max(1), Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
-        {
-            return;
-        }
-        if self.open.fetch_add(1, Ordering::AcqRel) == 0 {
-            self.outage_since.store(now, Ordering::Relaxed);
-            self.policy_answers_at_outage.store(
-                self.policy_answers.load(Ordering::Relaxed),
-                Ordering::Relaxed,
-            );
-            tracing::warn!(
-                %error,
-                ?policy,
-                probe_interval = ?PROBE_INTERVAL,
-                "rate limit store unavailable; answering by the failure policy until it answers again"
-            );
-        }
+            .store(now.saturating_add(interval_nanos()), Ordering::Relaxed);
     }
 
     /// Counts a check answered by the failure policy.
@@ -168,9 +187,9 @@ impl Health {
         self.policy_answers.load(Ordering::Relaxed)
     }
 
-    /// `true` while any breaker is open.
+    /// `true` during an outage: from a failure until the store answers again.
     pub(crate) fn is_open(&self) -> bool {
-        self.open.load(Ordering::Relaxed) != 0
+        self.outage_since.load(Ordering::Relaxed) != 0
     }
 
     fn breaker(&self, part: usize) -> &Breaker {
@@ -178,8 +197,12 @@ impl Health {
     }
 
     fn nanos(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
     }
+}
+
+fn interval_nanos() -> u64 {
+    u64::try_from(PROBE_INTERVAL.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -190,10 +213,15 @@ mod tests {
         StoreError::Timeout(Duration::from_millis(250))
     }
 
+    /// Lets the next probe of `part` start now.
+    fn probe_due(health: &Health, part: usize) {
+        health.breakers[part].next_probe.store(0, Ordering::Relaxed);
+    }
+
     #[test]
     fn closed_until_an_outage_then_one_probe_at_a_time() {
         let health = Health::new(1);
-        assert!(matches!(health.route(|| 0), Route::Store(None)));
+        assert!(matches!(health.route(|| 0), Route::Store(false)));
         health.failed(0, &outage(), FailurePolicy::Local);
         assert!(health.is_open());
         // Within the probe interval: every check is answered by the policy.
@@ -201,34 +229,50 @@ mod tests {
             panic!("the breaker did not open");
         };
         // Once the interval has passed: one probe, and only one while it is in flight.
-        health.breakers[0].next_probe.store(0, Ordering::Relaxed);
-        let Route::Store(Some(probe)) = health.route(|| 0) else {
-            panic!("no probe after the interval");
-        };
+        probe_due(&health, 0);
+        assert!(matches!(health.route(|| 0), Route::Store(true)));
         assert!(matches!(health.route(|| 0), Route::Policy(_)));
-        drop(probe);
-        let Route::Store(Some(_probe)) = health.route(|| 0) else {
-            panic!("a dropped probe blocked the next");
-        };
+        // A probe dropped unanswered: the next waits a probe interval.
+        health.end_probe(0);
+        assert!(matches!(health.route(|| 0), Route::Policy(_)));
+        probe_due(&health, 0);
+        assert!(matches!(health.route(|| 0), Route::Store(true)));
         health.succeeded(|| 0);
         assert!(!health.is_open());
-        assert!(matches!(health.route(|| 0), Route::Store(None)));
+        assert!(matches!(health.route(|| 0), Route::Store(false)));
+    }
+
+    #[test]
+    fn a_failed_probe_waits_a_probe_interval() {
+        let health = Health::new(1);
+        health.failed(0, &outage(), FailurePolicy::Local);
+        probe_due(&health, 0);
+        assert!(matches!(health.route(|| 0), Route::Store(true)));
+        health.failed(0, &outage(), FailurePolicy::Local);
+        assert!(matches!(health.route(|| 0), Route::Policy(_)));
+        assert!(health.is_open());
     }
 
     #[test]
     fn one_failed_part_leaves_the_others_on_the_store() {
-        let health = Health::new(16);
+        let mut health = Health::new(16_384);
+        // Times far from the epoch, so that "quiet since 0" can be set below.
+        health.epoch -= Duration::from_secs(10);
         health.failed(3, &outage(), FailurePolicy::Closed);
         health.failed(3, &outage(), FailurePolicy::Closed);
         assert!(matches!(health.route(|| 3), Route::Policy(_)));
-        assert!(matches!(health.route(|| 4), Route::Store(None)));
-        health.failed(4, &outage(), FailurePolicy::Closed);
-        assert_eq!(health.open.load(Ordering::Relaxed), 2);
-        health.succeeded(|| 3);
-        health.succeeded(|| 3);
-        assert!(health.is_open(), "part 4 is still failing");
+        assert!(matches!(health.route(|| 4), Route::Store(false)));
+        // Part 4 answering does not end the outage while part 3 failed lately.
+        health.succeeded(|| 4);
+        assert!(health.is_open());
+        assert!(matches!(health.route(|| 3), Route::Policy(_)));
+        // Once quiet, an answer ends it; part 3's breaker is then stale, and closed.
+        health.last_failure.store(0, Ordering::Relaxed);
         health.succeeded(|| 4);
         assert!(!health.is_open());
+        health.failed(5, &outage(), FailurePolicy::Closed);
+        assert!(matches!(health.route(|| 3), Route::Store(false)));
+        assert!(matches!(health.route(|| 5), Route::Policy(_)));
     }
 
     #[test]

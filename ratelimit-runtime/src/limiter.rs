@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
+use tracing::Instrument as _;
+
 use crate::checking::{Checking, Key};
 use crate::clock;
 use crate::error::StoreError;
-use crate::health::{Health, ProbeGuard, Route};
+use crate::health::{Health, Route};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisStore, TlsSettings};
 use crate::{Decision, FailurePolicy, Rate, RateLimitError};
@@ -49,18 +51,21 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 ///   script (evict, count, then admit and record, or deny). The clock is the Redis server's
 ///   `TIME`, one clock for every application server, unless [`check_at`](Limiter::check_at)
 ///   passes one. Each admission sets `PEXPIRE` so an idle key vanishes once its newest
-///   admission leaves the window. The connection is made on first use, inside a check, and
+///   admission leaves the window (and at least 1 s after it was made). The connection is made on first use, inside a check, and
 ///   every check (connecting included) is bounded by the timeout (default 250 ms); a check
 ///   that timed out is never resent, since Redis may have recorded it.
 /// - Redis Cluster ([`LimiterBuilder::redis_cluster`]): the same, each key's set on the node
 ///   that owns its slot.
 ///
 /// When the store cannot answer, the [`FailurePolicy`] decides (default: `Local`). After a
-/// failure that is an outage (timeout, refused or dropped connection), the circuit opens: every
-/// check is answered by the policy at once, without waiting on the store, except one probe at a
-/// time, at most every 100 ms; the first probe the store answers closes it. Each outage is
-/// logged once when it starts (warn) and once when it ends (info, with its length and the
-/// number of checks the policy answered), and [`Limiter::policy_answers`] counts them.
+/// failure of the store (anything but an error about one key's value: a timeout, a refused
+/// connection, a wrong password, a TLS failure), the circuit breaker opens: every check is
+/// answered by the policy at once, without waiting on the store, except one probe at a time,
+/// at most every 100 ms; the first probe the store answers closes it (one breaker per server,
+/// one per hash slot in a cluster). A Redis call runs in a task of its own, so that it reaches
+/// its end, and tells the breaker, even when its caller stops waiting. Each outage is logged
+/// once when it starts (warn) and once when it ends (info, with its length and the number of
+/// checks the policy answered), and [`Limiter::policy_answers`] counts them.
 ///
 /// A `Limiter` is cheap to clone (one `Arc`); clones share their store.
 #[derive(Clone)]
@@ -204,15 +209,16 @@ impl Limiter {
     }
 
     /// The check when it needs no I/O: in process, or answered by the failure policy (a
-    /// misconfigured store, an open circuit breaker). Otherwise `None`, with the probe to hold
-    /// for [`check_remote`](Limiter::check_remote) if the breaker is probing the store.
+    /// misconfigured store, an open circuit breaker). Otherwise `Err(probe)`: the check goes
+    /// to Redis ([`spawn_remote`](Limiter::spawn_remote)), as the probe of an open breaker
+    /// when `probe`.
     pub(crate) fn check_local(
         &self,
         scope: Option<&str>,
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
-    ) -> Result<Result<Decision, RateLimitError>, Option<ProbeGuard<'_>>> {
+    ) -> Result<Result<Decision, RateLimitError>, bool> {
         #[cfg(feature = "metrics")]
         let started = std::time::Instant::now();
         let result = match &self.inner.store {
@@ -237,36 +243,67 @@ impl Limiter {
         Ok(result)
     }
 
-    /// The check by the Redis store (called when [`check_local`](Limiter::check_local) could
-    /// not answer), holding the breaker's `probe` if any; answered by the failure policy when
-    /// the store fails.
-    pub(crate) async fn check_remote(
+    /// Starts the Redis call of a check as a task of its own, on the caller's runtime, so
+    /// that it runs to its end (bounded by the timeout) and tells the breakers how it went
+    /// even when the caller stops waiting; `probe` when it probes an open breaker.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NoRuntime`] outside a Tokio runtime.
+    pub(crate) fn spawn_remote(
+        &self,
+        key: &str,
+        rate: Rate,
+        now_us: Option<u64>,
+        probe: bool,
+    ) -> Result<tokio::task::JoinHandle<Result<Decision, StoreError>>, StoreError> {
+        let Store::Redis(store) = &self.inner.store else {
+            unreachable!("check_local answers every other store")
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            if probe {
+                self.inner.health.end_probe(store.part(key));
+            }
+            return Err(StoreError::NoRuntime);
+        };
+        let limiter = self.clone();
+        let key = key.to_owned();
+        let call = async move {
+            let Store::Redis(store) = &limiter.inner.store else {
+                unreachable!("a Redis limiter's store is Redis")
+            };
+            let health = &limiter.inner.health;
+            // Ends the probe if the task is dropped unfinished (its runtime shutting down).
+            let mut unanswered = probe.then(|| EndProbe(health, store.part(&key)));
+            let outcome = store.check(&key, rate, now_us).await;
+            match &outcome {
+                Err(error) if error.is_outage() => {
+                    health.failed(store.part(&key), error, limiter.inner.policy);
+                }
+                // Redis answered, even if with an error about this one key.
+                _ => health.succeeded(|| store.part(&key)),
+            }
+            if let Some(end) = unanswered.take() {
+                std::mem::forget(end);
+            }
+            outcome
+        };
+        Ok(runtime.spawn(call.instrument(tracing::Span::current())))
+    }
+
+    /// The answer to a check that went to Redis: its decision, or the failure policy's.
+    pub(crate) fn finish_remote(
         &self,
         scope: Option<&str>,
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
-        probe: Option<ProbeGuard<'_>>,
+        outcome: Result<Decision, StoreError>,
+        #[cfg(feature = "metrics")] started: std::time::Instant,
     ) -> Result<Decision, RateLimitError> {
-        #[cfg(feature = "metrics")]
-        let started = std::time::Instant::now();
-        let Store::Redis(store) = &self.inner.store else {
-            unreachable!("check_local answers every other store")
-        };
-        let outcome = store.check(key, rate, now_us).await;
-        drop(probe);
-        let health = &self.inner.health;
         let result = match outcome {
-            Ok(decision) => {
-                health.succeeded(|| store.part(key));
-                Ok(decision)
-            }
-            Err(error) => {
-                if error.is_outage() {
-                    health.failed(store.part(key), &error, self.inner.policy);
-                }
-                self.answer_by_policy(scope, key, rate, now_us, error)
-            }
+            Ok(decision) => Ok(decision),
+            Err(error) => self.answer_by_policy(scope, key, rate, now_us, error),
         };
         #[cfg(feature = "metrics")]
         crate::observe::checked(
@@ -287,11 +324,13 @@ impl Limiter {
         error: StoreError,
     ) -> Result<Decision, RateLimitError> {
         let policy = self.inner.policy;
-        if !error.is_outage() {
+        if matches!(error, StoreError::NoRuntime) {
+            tracing::debug!("a Redis rate limit check outside a Tokio runtime");
+        } else if !error.is_outage() {
             // One bad key is not an outage: other keys keep their store, and the logs stay
             // quiet about recoveries that are not.
             if !self.inner.foreign_key_seen.swap(true, Ordering::Relaxed) {
-                tracing::warn!(%error, ?policy, "a rate limit key holds a value that is not a sorted set (another application writes under this prefix?); its checks are answered by the failure policy");
+                tracing::warn!(%error, ?policy, "a rate limit key holds a value the script cannot use (not a sorted set of times: another application writes under this prefix?); its checks are answered by the failure policy");
             }
         }
         self.inner.health.answered_by_policy();
@@ -309,6 +348,15 @@ impl Limiter {
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
             FailurePolicy::Local => Ok(self.inner.fallback.check(key, rate, now_us)),
         }
+    }
+}
+
+/// Ends the probe of a breaker part when dropped.
+struct EndProbe<'a>(&'a Health, usize);
+
+impl Drop for EndProbe<'_> {
+    fn drop(&mut self) {
+        self.0.end_probe(self.1);
     }
 }
 
@@ -573,7 +621,7 @@ mod tests {
         let rate = Rate::new(1, Duration::from_secs(60)).unwrap();
         let mut context = Context::from_waker(Waker::noop());
         let mut check = pin!(limiter.check("k", rate));
-        let Poll::Ready(Err(RateLimitError::Unavailable(StoreError::Misconfigured(_)))) =
+        let Poll::Ready(Err(RateLimitError::Unavailable(StoreError::NoRuntime))) =
             check.as_mut().poll(&mut context)
         else {
             panic!("expected an immediate `Unavailable` answer");

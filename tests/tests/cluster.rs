@@ -167,6 +167,31 @@ async fn a_killed_master_is_answered_by_the_policy_in_bounded_time_and_alone() {
     );
 }
 
+/// Breakers are per slot: a dead master's keys do not stop a live master's keys in the slots
+/// next to its range (slot 5300 on node 0, 5600 on node 1).
+#[tokio::test]
+async fn a_dead_master_leaves_its_neighbours_slots_alone() {
+    let mut cluster = TestCluster::start(3);
+    let prefix = unique_prefix("neighbour");
+    let limiter = limiter(&cluster, &prefix, FailurePolicy::Closed).await;
+    let rate = Rate::new(100, Duration::from_secs(60)).unwrap();
+    let key_in_slot = |slot| TestCluster::key_in_slot(slot, &prefix)[prefix.len()..].to_owned();
+    let (dead_key, alive_key) = (key_in_slot(5_300), key_in_slot(5_600));
+    let dead = cluster.node_for_slot(5_300);
+    assert_ne!(dead, cluster.node_for_slot(5_600));
+    assert!(limiter.check(&dead_key, rate).await.unwrap().allowed);
+    assert!(limiter.check(&alive_key, rate).await.unwrap().allowed);
+
+    cluster.kill(dead);
+    assert!(limiter.check(&dead_key, rate).await.is_err());
+    for _ in 0..10 {
+        assert!(limiter.check(&dead_key, rate).await.is_err());
+        let before = limiter.policy_answers();
+        assert!(limiter.check(&alive_key, rate).await.unwrap().allowed);
+        assert_eq!(limiter.policy_answers(), before, "a live master's key");
+    }
+}
+
 /// Stretch goal of the issue: a slot moved from one master to another (`MIGRATING` /
 /// `IMPORTING`, `MIGRATE`, `SETSLOT NODE`) while a caller keeps checking a key in it: redis-rs
 /// follows the `ASK` and `MOVED` redirections and the key's log moves whole.

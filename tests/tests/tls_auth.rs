@@ -667,3 +667,70 @@ mod capture {
         fn exit(&self, _: &Id) {}
     }
 }
+
+/// Certificates and keys the handshake could not use fail at `build()`, not at every check.
+#[tokio::test]
+async fn unusable_certificates_and_keys_fail_at_build() {
+    let redis = TlsRedis::start_requiring_client_certificates();
+    let garbage = b"-----BEGIN CERTIFICATE-----\nAAAAAAAA\n-----END CERTIFICATE-----\n".to_vec();
+    let mut bundle = redis.ca_pem().to_vec();
+    bundle.extend_from_slice(&garbage);
+    let other_key = rcgen::KeyPair::generate()
+        .unwrap()
+        .serialize_pem()
+        .into_bytes();
+    let builder = || {
+        Limiter::builder()
+            .redis_url(redis.url())
+            .failure_policy(FailurePolicy::Closed)
+    };
+    let cases = [
+        (
+            "a CA that is not a certificate",
+            builder().tls_ca_certificate(garbage.clone()),
+        ),
+        (
+            "a CA bundle with one bad certificate",
+            builder().tls_ca_certificate(bundle),
+        ),
+        (
+            "a client key that is not the certificate's",
+            builder()
+                .tls_ca_certificate(redis.ca_pem().to_vec())
+                .tls_client_identity(redis.client_cert_pem().to_vec(), other_key.clone()),
+        ),
+        (
+            "a client certificate that does not parse",
+            builder()
+                .tls_ca_certificate(redis.ca_pem().to_vec())
+                .tls_client_identity(garbage.clone(), redis.client_key_pem().to_vec()),
+        ),
+    ];
+    for (what, builder) in cases {
+        let error = builder.build().await.expect_err(what);
+        assert!(
+            matches!(error, RateLimitError::InvalidConfig(_)),
+            "{what}: {error:?}"
+        );
+        assert!(
+            !error.to_string().contains("PRIVATE KEY"),
+            "{what}: {error}"
+        );
+    }
+    let limiter = builder()
+        .tls_ca_certificate(redis.ca_pem().to_vec())
+        .tls_client_identity(
+            redis.client_cert_pem().to_vec(),
+            redis.client_key_pem().to_vec(),
+        )
+        .build()
+        .await
+        .unwrap();
+    assert!(
+        limiter
+            .check("k", Rate::new(1, Duration::from_secs(60)).unwrap())
+            .await
+            .unwrap()
+            .allowed
+    );
+}

@@ -27,7 +27,7 @@ pub(crate) struct RedisStore {
     /// that runtime's first check (its driver task lives on that runtime) and forgotten when
     /// the runtime shuts down, so a limiter outlives the runtimes that use it (one per test,
     /// one per worker thread).
-    connections: Arc<RwLock<HashMap<RuntimeId, Connection>>>,
+    connections: Arc<RwLock<Connections>>,
     /// Serialises connection attempts so that a burst of first calls makes one connection.
     connecting: tokio::sync::Mutex<()>,
     members: MemberSource,
@@ -84,25 +84,20 @@ impl RedisStore {
     }
 
     /// How many parts the limiter's circuit breakers split this store into: one for a server;
-    /// for a cluster, [`CLUSTER_PARTS`], so that a failed master stops only its own slots.
+    /// for a cluster, one per hash slot, so that a failed master stops only its own slots.
     pub(crate) fn parts(&self) -> usize {
         match self.target {
             Target::Single(_) => 1,
-            Target::Cluster(_) => CLUSTER_PARTS,
+            Target::Cluster(_) => SLOTS,
         }
     }
 
-    /// The part `key` belongs to (below [`RedisStore::parts`]): in a cluster, its hash slot's
-    /// sixteenth (slots are assigned to masters in ranges, so a part rarely spans two).
+    /// The part `key` belongs to (below [`RedisStore::parts`]): in a cluster, the hash slot of
+    /// `<prefix><key>`.
     pub(crate) fn part(&self, key: &str) -> usize {
         match self.target {
             Target::Single(_) => 0,
-            Target::Cluster(_) => {
-                let mut full_key = Vec::with_capacity(self.prefix.len() + key.len());
-                full_key.extend_from_slice(self.prefix.as_bytes());
-                full_key.extend_from_slice(key.as_bytes());
-                usize::from(hash_slot(&full_key)) * CLUSTER_PARTS / SLOTS
-            }
+            Target::Cluster(_) => usize::from(key_slot(&self.prefix, key)),
         }
     }
 
@@ -121,15 +116,19 @@ impl RedisStore {
         now_us: Option<u64>,
     ) -> Result<Decision, StoreError> {
         let Ok(runtime) = Handle::try_current() else {
-            return Err(StoreError::Misconfigured(
-                "the Redis store must be used inside a Tokio runtime".into(),
-            ));
+            return Err(StoreError::NoRuntime);
         };
         let check = self.run_script(&runtime, key, rate, now_us);
-        match tokio::time::timeout(self.timeout, check).await {
+        let result = match tokio::time::timeout(self.timeout, check).await {
             Ok(result) => result,
             Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
+        };
+        if matches!(result, Err(StoreError::Timeout(_))) {
+            // The connection may be dead without knowing it (a failover behind a virtual IP,
+            // a dropped NAT entry): the next check connects afresh.
+            self.forget_connection(runtime.id());
         }
+        result
     }
 
     async fn run_script(
@@ -143,6 +142,13 @@ impl RedisStore {
         let member = self.members.next();
         let command = script::evalsha(&self.prefix, key, rate, &member, now_us);
         let mut result = connection.query(&command).await;
+        if matches!(&result, Err(err) if err.is_connection_dropped()) {
+            // The connection was found closed (the server's idle timeout, a restart, a load
+            // balancer): the call may or may not have reached Redis. The script counts a
+            // member once, so the same call is sent once more, on the connection the manager
+            // makes again.
+            result = connection.query(&command).await;
+        }
         if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
         {
             // The server lost its scripts (restarted, failed over, `SCRIPT FLUSH`), so the call
@@ -155,7 +161,7 @@ impl RedisStore {
             Err(err) => {
                 if err.is_unrecoverable_error() {
                     // Let the next check build a fresh connection.
-                    self.write_connections().remove(&runtime.id());
+                    self.forget_connection(runtime.id());
                 }
                 return Err(self.store_error(err));
             }
@@ -178,9 +184,22 @@ impl RedisStore {
             .connect(self.timeout)
             .await
             .map_err(|err| self.store_error(err))?;
-        self.write_connections().insert(id, connection.clone());
-        runtime.spawn(forget_on_shutdown(id, Arc::downgrade(&self.connections)));
+        let watched = self
+            .write_connections()
+            .insert(id, Some(connection.clone()))
+            .is_some();
+        if !watched {
+            // Once per runtime: the entry stays (without a connection) when one is forgotten.
+            runtime.spawn(forget_on_shutdown(id, Arc::downgrade(&self.connections)));
+        }
         Ok(connection)
+    }
+
+    /// Drops this runtime's connection; the next check makes a new one.
+    fn forget_connection(&self, id: RuntimeId) {
+        if let Some(connection) = self.write_connections().get_mut(&id) {
+            *connection = None;
+        }
     }
 
     /// The error of a failed check: redis-rs's own connection and response timeouts (set to
@@ -199,9 +218,10 @@ impl RedisStore {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&id)
             .cloned()
+            .flatten()
     }
 
-    fn write_connections(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<RuntimeId, Connection>> {
+    fn write_connections(&self) -> std::sync::RwLockWriteGuard<'_, Connections> {
         self.connections
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -210,8 +230,21 @@ impl RedisStore {
 
 /// The hash slots of a Redis Cluster.
 const SLOTS: usize = 16_384;
-/// The circuit breakers of a cluster limiter: one per 1,024 slots.
-const CLUSTER_PARTS: usize = 16;
+
+/// The hash slot of `<prefix><key>`, without joining them unless a `{` makes a hash tag
+/// possible.
+fn key_slot(prefix: &str, key: &str) -> u16 {
+    if prefix.contains('{') || key.contains('{') {
+        let mut full_key = Vec::with_capacity(prefix.len() + key.len());
+        full_key.extend_from_slice(prefix.as_bytes());
+        full_key.extend_from_slice(key.as_bytes());
+        return hash_slot(&full_key);
+    }
+    let mut crc = crc16::State::<crc16::XMODEM>::new();
+    crc.update(prefix.as_bytes());
+    crc.update(key.as_bytes());
+    crc.get() % 16_384
+}
 
 /// A key's hash slot: CRC16 (XMODEM) of its hash tag (the text between the first `{` and the
 /// next `}`, when not empty) or of the whole key, modulo 16,384 (Redis Cluster specification,
@@ -229,12 +262,13 @@ fn hash_slot(key: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(tagged) % 16_384
 }
 
-type Connections = RwLock<HashMap<RuntimeId, Connection>>;
+/// Each runtime's connection (`None` once forgotten, until the next check makes one).
+type Connections = HashMap<RuntimeId, Option<Connection>>;
 
 /// A task that never finishes: when its runtime shuts down and drops it, the runtime's
 /// connection is forgotten (its driver task is gone with the runtime).
-async fn forget_on_shutdown(id: RuntimeId, connections: Weak<Connections>) {
-    struct Forget(RuntimeId, Weak<Connections>);
+async fn forget_on_shutdown(id: RuntimeId, connections: Weak<RwLock<Connections>>) {
+    struct Forget(RuntimeId, Weak<RwLock<Connections>>);
     impl Drop for Forget {
         fn drop(&mut self) {
             if let Some(connections) = self.1.upgrade() {
@@ -251,7 +285,7 @@ async fn forget_on_shutdown(id: RuntimeId, connections: Weak<Connections>) {
 
 #[cfg(test)]
 mod tests {
-    use super::hash_slot;
+    use super::{hash_slot, key_slot};
 
     /// Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
     #[test]
@@ -264,5 +298,23 @@ mod tests {
         assert_eq!(hash_slot(b"foo{}{bar}"), whole);
         assert_ne!(hash_slot(b"foo{}{bar}"), hash_slot(b"bar"));
         assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
+    }
+
+    #[test]
+    fn key_slots_hash_the_prefix_and_the_key_as_one() {
+        for (prefix, key) in [
+            ("ratelimit:", "user:1"),
+            ("", "foo"),
+            ("app{", "x}y"),
+            ("{tenant}:", "user"),
+            ("p:", "{user1000}.following"),
+        ] {
+            let whole = format!("{prefix}{key}");
+            assert_eq!(
+                key_slot(prefix, key),
+                hash_slot(whole.as_bytes()),
+                "{whole}"
+            );
+        }
     }
 }

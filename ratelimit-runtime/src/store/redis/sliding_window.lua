@@ -32,19 +32,21 @@ redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
 local count = redis.call('ZCARD', key)
 
 if count < threshold then
-  if redis.call('ZADD', key, 'NX', now, ARGV[3]) == 0 then
-    -- A resent call, already admitted and recorded: count it once.
-    count = count - 1
-  end
   local newest = now
-  if count > 0 then
+  if redis.call('ZADD', key, 'NX', now, ARGV[3]) == 0 then
+    -- A resent call, already admitted and recorded: count it once, at the time it was.
+    count = count - 1
+    newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  elseif count > 0 then
     newest = math.max(now, tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]))
   end
   local reset_after = newest + period - now
   -- PEXPIRE counts milliseconds on the server's own clock: round up, plus 1 ms, so the key
-  -- never expires before its newest admission leaves the window. Never shorten it: another
-  -- rate with a longer period may share the key (the count > 0 case; a new set has no TTL).
-  local ttl = math.ceil(reset_after / 1000) + 1
+  -- never expires before its newest admission leaves the window, and at least 1 s, so that
+  -- checks at explicit times near the server's (or a short period under a loaded server) do
+  -- not see a key vanish between two checks of one window. Never shorten it: another rate
+  -- with a longer period may share the key (the count > 0 case; a new set has no TTL).
+  local ttl = math.max(math.ceil(reset_after / 1000) + 1, 1000)
   if count == 0 or redis.call('PTTL', key) < ttl then
     redis.call('PEXPIRE', key, ttl)
   end

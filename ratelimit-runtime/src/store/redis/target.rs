@@ -44,6 +44,9 @@ impl Target {
     pub(crate) fn single(url: &str, tls: &TlsSettings) -> Result<Target, ConfigError> {
         let secure = check_url(url, false)?;
         check_tls(secure, tls)?;
+        if secure {
+            ensure_crypto_provider();
+        }
         let client = if tls.is_set() {
             build_with_tls(url, tls)
         } else {
@@ -172,13 +175,19 @@ fn check_url(url: &str, cluster: bool) -> Result<bool, ConfigError> {
     if secure && !cfg!(feature = "tls") {
         return Err(
             "rediss:// (Redis over TLS) needs the `tls` feature of ratelimit-runtime: \
-             ratelimit-runtime = { version = \"…\", features = [\"tls\"] }"
+             add features = [\"tls\"] to its entry in Cargo.toml"
                 .into(),
         );
     }
     // Parse now, so that a malformed URL fails the build, not every check.
-    url.into_connection_info()
+    let info = url
+        .into_connection_info()
         .map_err(|error| unusable(&error))?;
+    if cluster && info.redis_settings().db() != 0 {
+        return Err(
+            "Redis Cluster has only database 0: remove the /<db> from the node URLs".into(),
+        );
+    }
     Ok(secure)
 }
 
@@ -222,6 +231,29 @@ fn check_pems(tls: &TlsSettings) -> Result<(), ConfigError> {
                         (-----BEGIN PRIVATE KEY-----, RSA or EC)"
                 .into());
         }
+        // As the handshake will: the chain parses and the key is the certificate's.
+        let chain = CertificateDer::pem_slice_iter(chain).collect::<Result<Vec<_>, _>>();
+        let key = PrivateKeyDer::from_pem_slice(key);
+        let usable = match (chain, key) {
+            (Ok(chain), Ok(key)) => rustls::ClientConfig::builder_with_provider(
+                std::sync::Arc::new(rustls::crypto::ring::default_provider()),
+            )
+            .with_safe_default_protocol_versions()
+            .is_ok_and(|builder| {
+                builder
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_client_auth_cert(chain, key)
+                    .is_ok()
+            }),
+            _ => false,
+        };
+        if !usable {
+            return Err(
+                "tls_client_identity's certificate and key do not make a usable identity \
+                        (a certificate that does not parse, or a key that is not its own)"
+                    .into(),
+            );
+        }
     }
     Ok(())
 }
@@ -253,9 +285,16 @@ fn certificates(tls: &TlsSettings) -> redis::TlsCertificates {
 
 #[cfg(feature = "tls")]
 fn build_with_tls(url: &str, tls: &TlsSettings) -> RedisResult<redis::Client> {
-    crate::tls::ensure_crypto_provider();
     redis::Client::build_with_tls(url, certificates(tls))
 }
+
+#[cfg(feature = "tls")]
+fn ensure_crypto_provider() {
+    crate::tls::ensure_crypto_provider();
+}
+
+#[cfg(not(feature = "tls"))]
+fn ensure_crypto_provider() {}
 
 #[cfg(not(feature = "tls"))]
 fn build_with_tls(url: &str, _tls: &TlsSettings) -> RedisResult<redis::Client> {
@@ -329,6 +368,9 @@ mod tests {
                 .unwrap()
                 .contains("over TCP")
         );
+        let db = ["redis://127.0.0.1:7000/3".to_owned()];
+        let error = Target::cluster(&db, &tls, timeout).err().unwrap();
+        assert!(error.contains("database 0"), "{error}");
         let nodes = [
             "redis://127.0.0.1:7000".to_owned(),
             "redis://127.0.0.1:7001".to_owned(),

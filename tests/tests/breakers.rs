@@ -1,0 +1,381 @@
+//! The circuit breaker and the connection under hostile conditions, each found by an
+//! adversarial review: checks outside a runtime, a black-holed connection, reconnections,
+//! huge timeouts, concurrent probes, a key the script cannot use, a connection the server
+//! closed, and callers that give up before the timeout.
+
+use std::future::Future;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use ratelimit_runtime::{FailurePolicy, Limiter, Rate, RateLimitError, StoreError};
+use tests::TestRedis;
+use tests::proxy::{Fault, FaultProxy};
+
+fn rate() -> Rate {
+    Rate::new(1_000_000, Duration::from_secs(60)).unwrap()
+}
+
+/// A check polled once outside any Tokio runtime (e.g. from `futures::executor::block_on`
+/// in synchronous code) is answered by the policy alone: the breaker stays closed for others.
+#[test]
+fn a_check_outside_tokio_leaves_the_breaker_closed() {
+    let redis = TestRedis::start_private();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let limiter = rt.block_on(async {
+        Limiter::builder()
+            .redis_url(redis.url())
+            .failure_policy(FailurePolicy::Closed)
+            .build()
+            .await
+            .unwrap()
+    });
+    rt.block_on(async { limiter.check("warm", rate()).await.unwrap() });
+    assert!(!limiter.is_degraded());
+    // One check from a thread without a Tokio runtime.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut check = pin!(limiter.check("sync-caller", rate()));
+            let Poll::Ready(r) = check.as_mut().poll(&mut cx) else {
+                panic!()
+            };
+            eprintln!("outside tokio: {r:?}");
+        });
+    });
+    eprintln!(
+        "degraded after one misplaced check: {}",
+        limiter.is_degraded()
+    );
+    // Every tokio caller now gets 503s (Closed) though Redis is fine.
+    let result = rt.block_on(async { limiter.check("innocent", rate()).await });
+    eprintln!("innocent caller on a healthy Redis: {result:?}");
+    assert!(
+        !matches!(
+            result,
+            Err(RateLimitError::Unavailable(StoreError::CircuitOpen(_)))
+        ),
+        "a healthy Redis answered by the policy: {result:?}"
+    );
+}
+
+/// A proxy whose existing connections can be black-holed (bytes silently dropped, sockets
+/// kept open, as after a failover behind a VIP, a conntrack/NAT drop or a dead host), while
+/// new connections go through.
+struct Blackhole {
+    address: SocketAddr,
+    generation: Arc<AtomicU64>,
+}
+
+impl Blackhole {
+    fn start(upstream: SocketAddr) -> Blackhole {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let generation = Arc::new(AtomicU64::new(0));
+        let g = Arc::clone(&generation);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let server = TcpStream::connect(upstream).unwrap();
+                let mine = g.load(Ordering::SeqCst);
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let g = Arc::clone(&g);
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16384];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            if g.load(Ordering::SeqCst) != mine {
+                                // Black hole: drop the bytes, keep the sockets open forever.
+                                let _keep = (from, to);
+                                loop {
+                                    std::thread::sleep(Duration::from_secs(3600));
+                                }
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Blackhole {
+            address,
+            generation,
+        }
+    }
+    fn url(&self) -> String {
+        format!("redis://{}/", self.address)
+    }
+    fn blackhole_existing(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Once the limiter's connection is black-holed, a timeout makes the store connect afresh:
+/// checks go back to Redis, which a new connection reaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blackholed_connection_is_replaced() {
+    let redis = TestRedis::start_private();
+    let proxy = Blackhole::start(redis.address());
+    let limiter = Limiter::builder()
+        .redis_url(&proxy.url())
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap();
+    limiter.check("k", rate()).await.unwrap();
+    proxy.blackhole_existing();
+    // A fresh client through the same proxy is served at once.
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let mut fresh = client.get_multiplexed_async_connection().await.unwrap();
+    let pong: String = redis::cmd("PING").query_async(&mut fresh).await.unwrap();
+    assert_eq!(pong, "PONG");
+    let started = Instant::now();
+    let mut last = None;
+    while started.elapsed() < Duration::from_secs(5) {
+        last = Some(limiter.check("k", rate()).await);
+        if matches!(last, Some(Ok(_))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("after 5 s: {last:?}, degraded {}", limiter.is_degraded());
+    assert!(
+        matches!(last, Some(Ok(_))),
+        "still answered by the policy 5 s later: {last:?}"
+    );
+}
+
+/// Reconnections leave no task behind (the runtime's watcher is spawned once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnections_leave_no_tasks_behind() {
+    let redis = TestRedis::start_private();
+    let proxy = FaultProxy::start(redis.address());
+    let limiter = Limiter::builder()
+        .redis_url(&proxy.url())
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    limiter.check("k", rate()).await.unwrap();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    for _ in 0..20 {
+        proxy.cut();
+        // One failed check (connection dropped), then one that reconnects.
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            if limiter.check("k", rate()).await.is_ok() {
+                break;
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = metrics.num_alive_tasks();
+    eprintln!("alive tasks: {before} before, {after} after 20 reconnections");
+    assert!(after < before + 10, "{before} -> {after}");
+}
+
+/// Huge timeouts must not panic.
+#[tokio::test]
+async fn huge_timeouts() {
+    let redis = TestRedis::start_private();
+    for timeout in [
+        Duration::MAX,
+        Duration::from_secs(u64::MAX / 2),
+        Duration::from_secs(1 << 40),
+    ] {
+        let limiter = Limiter::builder()
+            .redis_url(redis.url())
+            .timeout(timeout)
+            .build()
+            .await
+            .unwrap();
+        let r = limiter.check("k", rate()).await;
+        eprintln!("{timeout:?}: {r:?} {}", limiter.policy_answers());
+        assert_eq!(limiter.policy_answers(), 0);
+    }
+}
+
+/// Only one probe at a time: slow checks (probes on a stalled Redis) after the first round
+/// must never overlap in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_probe_at_a_time_under_contention() {
+    let redis = TestRedis::start_private();
+    let proxy = FaultProxy::start(redis.address());
+    let timeout = Duration::from_millis(100);
+    let limiter = Limiter::builder()
+        .redis_url(&proxy.url())
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(timeout)
+        .build()
+        .await
+        .unwrap();
+    limiter.check("k", rate()).await.unwrap();
+    proxy.set(Fault::Stall);
+    let spans = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let run = Duration::from_secs(2);
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let limiter = limiter.clone();
+            let spans = Arc::clone(&spans);
+            tokio::spawn(async move {
+                while start.elapsed() < run {
+                    let t = Instant::now();
+                    let r = limiter.check("k", rate()).await;
+                    if t.elapsed() >= timeout / 2 && t > start + Duration::from_millis(500) {
+                        spans
+                            .lock()
+                            .unwrap()
+                            .push((t, Instant::now(), format!("{r:?}")));
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut spans = spans.lock().unwrap().clone();
+    spans.sort();
+    for w in spans.windows(2) {
+        if w[1].0 < w[0].1 {
+            eprintln!(
+                "overlap: second started {:?} before first ended; second took {:?} {}, first took {:?} {}",
+                w[0].1 - w[1].0,
+                w[1].1 - w[1].0,
+                w[1].2,
+                w[0].1 - w[0].0,
+                w[0].2
+            );
+        }
+    }
+    let overlaps = spans.windows(2).filter(|w| w[1].0 < w[0].1).count();
+    eprintln!("{} probes, {overlaps} overlapping", spans.len());
+    assert_eq!(overlaps, 0);
+}
+
+/// One key holding a sorted set with an infinite score (another application under the
+/// prefix) makes the script fail on that key alone: other keys keep going to Redis.
+#[tokio::test]
+async fn a_sorted_set_the_script_cannot_use_fails_alone() {
+    let redis = TestRedis::start_private();
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .failure_policy(FailurePolicy::Closed)
+        .build()
+        .await
+        .unwrap();
+    let mut c = redis.connection().await;
+    let () = redis::cmd("ZADD")
+        .arg("ratelimit:poisoned")
+        .arg("+inf")
+        .arg("x")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let r = limiter.check("poisoned", rate()).await;
+    eprintln!("poisoned key: {r:?}");
+    let r = limiter.check("innocent", rate()).await;
+    eprintln!("innocent key right after: {r:?}");
+    assert!(r.is_ok(), "{r:?}");
+}
+
+/// Redis (or a load balancer) closing an idle connection is not an outage: the next check
+/// resends its call on a new connection, and no caller is answered by the policy.
+#[tokio::test]
+async fn a_connection_the_server_closed_is_not_an_outage() {
+    let redis = TestRedis::start_private();
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .failure_policy(FailurePolicy::Closed)
+        .build()
+        .await
+        .unwrap();
+    limiter.check("k", rate()).await.unwrap();
+    // As the server's idle timeout does: every client connection but this one, closed.
+    let mut c = redis.connection().await;
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(killed >= 1);
+    let first = limiter.check("k", rate()).await;
+    let second = limiter.check("other", rate()).await;
+    eprintln!(
+        "after the server closed the idle connection: {first:?}, then {second:?}; answered by policy {}",
+        limiter.policy_answers()
+    );
+    assert_eq!(limiter.policy_answers(), 0);
+}
+
+/// Callers that give up before the limiter's timeout (a request deadline shorter than it)
+/// still open the breaker: the Redis call runs to its end in a task of its own. Until the
+/// first call times out (250 ms) each caller waits its deadline; then one probe per
+/// timeout plus probe interval (350 ms) does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_that_give_up_early_still_open_the_breaker() {
+    let redis = TestRedis::start_private();
+    let proxy = FaultProxy::start(redis.address());
+    let limiter = Limiter::builder()
+        .redis_url(&proxy.url())
+        .failure_policy(FailurePolicy::Open)
+        .timeout(Duration::from_millis(250))
+        .build()
+        .await
+        .unwrap();
+    limiter.check("k", rate()).await.unwrap();
+    proxy.set(Fault::Stall);
+    let start = Instant::now();
+    let cancelled = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let limiter = limiter.clone();
+            let cancelled = Arc::clone(&cancelled);
+            tokio::spawn(async move {
+                while start.elapsed() < Duration::from_secs(3) {
+                    if tokio::time::timeout(Duration::from_millis(30), limiter.check("k", rate()))
+                        .await
+                        .is_err()
+                    {
+                        cancelled.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let cancelled = cancelled.load(Ordering::Relaxed);
+    eprintln!(
+        "degraded: {}, policy answers: {}",
+        limiter.is_degraded(),
+        limiter.policy_answers()
+    );
+    eprintln!("{cancelled} checks hit the caller's 30 ms deadline in 3 s");
+    assert!(limiter.is_degraded());
+    // 8 callers × (250 ms / 31 ms) before the breaker opens, then about 3 s / 350 ms probes.
+    assert!(cancelled <= 8 * 9 + 12, "{cancelled}");
+}
