@@ -5,9 +5,11 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::SystemTime;
 
 use tracing::Instrument as _;
 
+use crate::clock;
 use crate::error::StoreError;
 use crate::{Decision, Limiter, Rate, RateLimitError};
 
@@ -39,26 +41,26 @@ pub(crate) struct Checking<'a> {
     /// `None` while the Redis path owns it, or after an early error.
     key: Option<Key<'a>>,
     rate: Rate,
-    /// The check's time (µs since the Unix epoch; `None`: now), or why `check_at`'s was
-    /// rejected.
-    now_us: Result<Option<u64>, Option<RateLimitError>>,
+    /// The time `check_at` gave (`None`: now), turned into µs when the check is made.
+    at: Option<SystemTime>,
     remote: Option<Remote<'a>>,
 }
 
 impl<'a> Checking<'a> {
+    #[inline]
     pub(crate) fn new(
         limiter: &'a Limiter,
         scope: Option<&'a str>,
         key: Key<'a>,
         rate: Rate,
-        now_us: Result<Option<u64>, RateLimitError>,
+        at: Option<SystemTime>,
     ) -> Checking<'a> {
         Checking {
             limiter,
             scope,
             key: Some(key),
             rate,
-            now_us: now_us.map_err(Some),
+            at,
             remote: None,
         }
     }
@@ -66,6 +68,11 @@ impl<'a> Checking<'a> {
     /// The key, once the check is over.
     pub(crate) fn take_key(&mut self) -> Option<Key<'a>> {
         self.key.take()
+    }
+
+    /// The rate checked against.
+    pub(crate) fn rate(&self) -> Rate {
+        self.rate
     }
 }
 
@@ -80,17 +87,17 @@ impl Future for Checking<'_> {
             this.key = Some(key);
             return Poll::Ready(result);
         }
-        let now_us = match &mut this.now_us {
-            Ok(now_us) => *now_us,
-            Err(error) => {
-                let error = error.take().expect("`Checking` polled after it completed");
-                return Poll::Ready(Err(error));
-            }
-        };
         let key = this
             .key
             .take()
             .expect("`Checking` polled after it completed");
+        let now_us = match this.at.map(clock::micros_since_epoch).transpose() {
+            Ok(now_us) => now_us,
+            Err(error) => {
+                this.key = Some(key);
+                return Poll::Ready(Err(error));
+            }
+        };
         let (limiter, scope, rate) = (this.limiter, this.scope, this.rate);
         let span = Limiter::span(scope);
         let probe = match span.in_scope(|| limiter.check_local(scope, key.as_str(), rate, now_us)) {

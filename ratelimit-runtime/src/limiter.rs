@@ -11,7 +11,6 @@ use std::time::{Duration, SystemTime};
 use tracing::Instrument as _;
 
 use crate::checking::{Checking, Key};
-use crate::clock;
 use crate::error::StoreError;
 use crate::health::{Health, Route};
 use crate::store::memory::MemoryStore;
@@ -172,7 +171,7 @@ impl Limiter {
         key: &'a str,
         rate: Rate,
     ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
-        Checking::new(self, None, Key::Borrowed(key), rate, Ok(None))
+        Checking::new(self, None, Key::Borrowed(key), rate, None)
     }
 
     /// Checks `key` against `rate` at the time `at`, and records the call if it is admitted.
@@ -191,15 +190,15 @@ impl Limiter {
         rate: Rate,
         at: SystemTime,
     ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
-        let now_us = clock::micros_since_epoch(at).map(Some);
-        Checking::new(self, None, Key::Borrowed(key), rate, now_us)
+        Checking::new(self, None, Key::Borrowed(key), rate, Some(at))
     }
 
     /// A check for the attribute and the layer: in a span with the field `scope`, labelled
     /// with `scope` in the metrics, and with an event for its decision (trace when admitted,
     /// debug when denied, with the key stripped of its `scope:` prefix).
+    #[inline]
     pub(crate) fn checking<'a>(&'a self, scope: &'a str, key: Key<'a>, rate: Rate) -> Checking<'a> {
-        Checking::new(self, Some(scope), key, rate, Ok(None))
+        Checking::new(self, Some(scope), key, rate, None)
     }
 
     /// The span a check runs in: `ratelimit.check` at debug level, with the field `scope`

@@ -94,6 +94,7 @@ fn display_len<T: Display + ?Sized>(value: &T) -> usize {
 /// # Errors
 ///
 /// [`RateLimitError::Denied`] when the call is denied; errors of [`Limiter::check`] otherwise.
+#[inline]
 pub fn check<'a>(
     limiter: &'a Limiter,
     scope: &'static str,
@@ -107,7 +108,6 @@ pub fn check<'a>(
     Check {
         checking: limiter.checking(scope, key, rate),
         scope,
-        rate,
     }
 }
 
@@ -115,7 +115,6 @@ pub fn check<'a>(
 pub struct Check<'a> {
     checking: Checking<'a>,
     scope: &'static str,
-    rate: Rate,
 }
 
 impl Future for Check<'_> {
@@ -140,8 +139,9 @@ impl Future for Check<'_> {
             }
             Some(Key::Borrowed(_)) | None => None,
         };
+        let rate = self.checking.rate();
         Poll::Ready(Err(RateLimitError::Denied(Box::new(Denied::new(
-            self.scope, key, self.rate, decision,
+            self.scope, key, rate, decision,
         )))))
     }
 }
