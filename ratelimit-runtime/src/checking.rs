@@ -10,7 +10,6 @@ use std::time::SystemTime;
 use tracing::Instrument as _;
 
 use crate::clock;
-use crate::error::StoreError;
 use crate::{Decision, Limiter, Rate, RateLimitError};
 
 /// A key a check borrows, or owns (the attribute's `scope:key`, built per call).
@@ -44,6 +43,7 @@ pub(crate) struct Checking<'a> {
     /// The time `check_at` gave (`None`: now), turned into µs when the check is made.
     at: Option<SystemTime>,
     remote: Option<Remote<'a>>,
+    done: bool,
 }
 
 impl<'a> Checking<'a> {
@@ -62,6 +62,7 @@ impl<'a> Checking<'a> {
             rate,
             at,
             remote: None,
+            done: false,
         }
     }
 
@@ -81,10 +82,12 @@ impl Future for Checking<'_> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
+        assert!(!this.done, "a rate limit check polled after it completed");
         if let Some(remote) = &mut this.remote {
             let (result, key) = ready!(remote.as_mut().poll(cx));
             this.remote = None;
             this.key = Some(key);
+            this.done = true;
             return Poll::Ready(result);
         }
         let key = this
@@ -95,6 +98,7 @@ impl Future for Checking<'_> {
             Ok(now_us) => now_us,
             Err(error) => {
                 this.key = Some(key);
+                this.done = true;
                 return Poll::Ready(Err(error));
             }
         };
@@ -103,6 +107,7 @@ impl Future for Checking<'_> {
         let probe = match span.in_scope(|| limiter.check_local(scope, key.as_str(), rate, now_us)) {
             Ok(result) => {
                 this.key = Some(key);
+                this.done = true;
                 return Poll::Ready(result);
             }
             Err(probe) => probe,
@@ -111,9 +116,8 @@ impl Future for Checking<'_> {
             async move {
                 #[cfg(feature = "metrics")]
                 let started = std::time::Instant::now();
-                let outcome = match limiter.spawn_remote(key.as_str(), rate, now_us, probe) {
-                    // A task that did not finish was cancelled: its runtime is shutting down.
-                    Ok(call) => call.await.unwrap_or(Err(StoreError::NoRuntime)),
+                let outcome = match limiter.remote_call(key.as_str(), rate, now_us, probe) {
+                    Ok(call) => call.await,
                     Err(error) => Err(error),
                 };
                 let result = limiter.finish_remote(
@@ -132,6 +136,7 @@ impl Future for Checking<'_> {
         match remote.as_mut().poll(cx) {
             Poll::Ready((result, key)) => {
                 this.key = Some(key);
+                this.done = true;
                 Poll::Ready(result)
             }
             Poll::Pending => {

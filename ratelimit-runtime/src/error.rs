@@ -200,13 +200,19 @@ impl StoreError {
     pub(crate) fn is_outage(&self) -> bool {
         match self {
             StoreError::NoRuntime => false,
-            // An error of the script on one key's value (a key another application wrote
-            // under the prefix): Redis itself answers.
+            // A key another application wrote under the prefix: another type, or scores the
+            // script cannot compute with. Any other error (READONLY, a missing ACL permission,
+            // even raised inside the script) concerns every key.
             StoreError::Redis(error) => {
-                error.code() != Some("WRONGTYPE")
-                    && !error
-                        .detail()
-                        .is_some_and(|detail| detail.contains("@user_script"))
+                let foreign_value = error.code() == Some("WRONGTYPE")
+                    || (error.code() == Some("ERR")
+                        && error.detail().is_some_and(|detail| {
+                            detail.contains("@user_script")
+                                && (detail.contains("not an integer")
+                                    || detail.contains("not a valid float")
+                                    || detail.contains("out of range"))
+                        }));
+                !foreign_value
             }
             _ => true,
         }

@@ -142,39 +142,49 @@ impl Health {
     }
 
     /// A check of part `part` the store failed with an outage (not a one-key error): opens
-    /// its breaker until a probe interval from now, logging the start of an outage when none
+    /// its breaker until a probe interval from now (`probe`: the check was its probe; a
+    /// probe in flight is left to end by itself), logging the start of an outage when none
     /// is under way.
-    pub(crate) fn failed(&self, part: usize, error: &StoreError, policy: FailurePolicy) {
+    pub(crate) fn failed(
+        &self,
+        part: usize,
+        error: &StoreError,
+        policy: FailurePolicy,
+        probe: bool,
+    ) {
         let breaker = self.breaker(part);
         let now = self.nanos().max(1);
         self.last_failure.store(now, Ordering::Relaxed);
-        let outage = match self.outage_since.compare_exchange(
-            0,
-            now,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => {
-                self.policy_answers_at_outage.store(
-                    self.policy_answers.load(Ordering::Relaxed),
-                    Ordering::Relaxed,
-                );
-                tracing::warn!(
-                    %error,
-                    ?policy,
-                    probe_interval = ?PROBE_INTERVAL,
-                    "rate limit store unavailable; answering by the failure policy until it answers again"
-                );
-                now
-            }
-            Err(outage) => outage,
-        };
-        if breaker.down_since.load(Ordering::Relaxed) < outage {
-            breaker.down_since.store(now, Ordering::Relaxed);
+        if self
+            .outage_since
+            .compare_exchange(0, now, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.policy_answers_at_outage.store(
+                self.policy_answers.load(Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
+            tracing::warn!(
+                %error,
+                ?policy,
+                probe_interval = ?PROBE_INTERVAL,
+                "rate limit store unavailable; answering by the failure policy until it answers again"
+            );
         }
-        breaker
-            .next_probe
-            .store(now.saturating_add(interval_nanos()), Ordering::Relaxed);
+        // Marked as opened now: never before the outage (which would read as closed), even
+        // when failures race.
+        breaker.down_since.fetch_max(now, Ordering::AcqRel);
+        let next = now.saturating_add(interval_nanos());
+        if probe {
+            breaker.next_probe.store(next, Ordering::Release);
+        } else {
+            let _ =
+                breaker
+                    .next_probe
+                    .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |current| {
+                        (current != PROBING).then_some(next)
+                    });
+        }
     }
 
     /// Counts a check answered by the failure policy.
@@ -222,7 +232,7 @@ mod tests {
     fn closed_until_an_outage_then_one_probe_at_a_time() {
         let health = Health::new(1);
         assert!(matches!(health.route(|| 0), Route::Store(false)));
-        health.failed(0, &outage(), FailurePolicy::Local);
+        health.failed(0, &outage(), FailurePolicy::Local, false);
         assert!(health.is_open());
         // Within the probe interval: every check is answered by the policy.
         let Route::Policy(StoreError::CircuitOpen(_)) = health.route(|| 0) else {
@@ -245,10 +255,16 @@ mod tests {
     #[test]
     fn a_failed_probe_waits_a_probe_interval() {
         let health = Health::new(1);
-        health.failed(0, &outage(), FailurePolicy::Local);
+        health.failed(0, &outage(), FailurePolicy::Local, false);
         probe_due(&health, 0);
         assert!(matches!(health.route(|| 0), Route::Store(true)));
-        health.failed(0, &outage(), FailurePolicy::Local);
+        // An older check failing meanwhile leaves the probe in flight alone.
+        health.failed(0, &outage(), FailurePolicy::Local, false);
+        assert_eq!(
+            health.breakers[0].next_probe.load(Ordering::Relaxed),
+            PROBING
+        );
+        health.failed(0, &outage(), FailurePolicy::Local, true);
         assert!(matches!(health.route(|| 0), Route::Policy(_)));
         assert!(health.is_open());
     }
@@ -258,8 +274,8 @@ mod tests {
         let mut health = Health::new(16_384);
         // Times far from the epoch, so that "quiet since 0" can be set below.
         health.epoch -= Duration::from_secs(10);
-        health.failed(3, &outage(), FailurePolicy::Closed);
-        health.failed(3, &outage(), FailurePolicy::Closed);
+        health.failed(3, &outage(), FailurePolicy::Closed, false);
+        health.failed(3, &outage(), FailurePolicy::Closed, false);
         assert!(matches!(health.route(|| 3), Route::Policy(_)));
         assert!(matches!(health.route(|| 4), Route::Store(false)));
         // Part 4 answering does not end the outage while part 3 failed lately.
@@ -270,7 +286,7 @@ mod tests {
         health.last_failure.store(0, Ordering::Relaxed);
         health.succeeded(|| 4);
         assert!(!health.is_open());
-        health.failed(5, &outage(), FailurePolicy::Closed);
+        health.failed(5, &outage(), FailurePolicy::Closed, false);
         assert!(matches!(health.route(|| 3), Route::Store(false)));
         assert!(matches!(health.route(|| 5), Route::Policy(_)));
     }
@@ -279,7 +295,7 @@ mod tests {
     fn counts_policy_answers() {
         let health = Health::new(1);
         health.answered_by_policy();
-        health.failed(0, &outage(), FailurePolicy::Closed);
+        health.failed(0, &outage(), FailurePolicy::Closed, false);
         health.answered_by_policy();
         health.answered_by_policy();
         assert_eq!(health.policy_answers(), 3);

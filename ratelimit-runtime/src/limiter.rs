@@ -4,11 +4,11 @@ use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::num::NonZeroUsize;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, SystemTime};
-
-use tracing::Instrument as _;
 
 use crate::checking::{Checking, Key};
 use crate::error::StoreError;
@@ -61,8 +61,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 /// connection, a wrong password, a TLS failure), the circuit breaker opens: every check is
 /// answered by the policy at once, without waiting on the store, except one probe at a time,
 /// at most every 100 ms; the first probe the store answers closes it (one breaker per server,
-/// one per hash slot in a cluster). A Redis call runs in a task of its own, so that it reaches
-/// its end, and tells the breaker, even when its caller stops waiting. Each outage is logged
+/// one per hash slot in a cluster). A Redis call whose caller stops waiting is handed to the
+/// runtime, so that it reaches its end, and tells the breaker, all the same. Each outage is logged
 /// once when it starts (warn) and once when it ends (info, with its length and the number of
 /// checks the policy answered), and [`Limiter::policy_answers`] counts them.
 ///
@@ -224,7 +224,9 @@ impl Limiter {
             Store::Memory(store) => Ok(store.check(key, rate, now_us)),
             Store::Misconfigured(reason) => {
                 let error = StoreError::Misconfigured(reason.clone());
-                self.inner.health.failed(0, &error, self.inner.policy);
+                self.inner
+                    .health
+                    .failed(0, &error, self.inner.policy, false);
                 self.answer_by_policy(scope, key, rate, now_us, error)
             }
             Store::Redis(store) => match self.inner.health.route(|| store.part(key)) {
@@ -242,27 +244,27 @@ impl Limiter {
         Ok(result)
     }
 
-    /// Starts the Redis call of a check as a task of its own, on the caller's runtime, so
-    /// that it runs to its end (bounded by the timeout) and tells the breakers how it went
-    /// even when the caller stops waiting; `probe` when it probes an open breaker.
+    /// The Redis call of a check: owning what it needs, so that when its caller stops waiting
+    /// it can be handed to the runtime ([`Call`]) and still reach its end (bounded by the
+    /// timeout) and tell the breakers how it went; `probe` when it probes an open breaker.
     ///
     /// # Errors
     ///
     /// [`StoreError::NoRuntime`] outside a Tokio runtime.
-    pub(crate) fn spawn_remote(
+    pub(crate) fn remote_call(
         &self,
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
         probe: bool,
-    ) -> Result<tokio::task::JoinHandle<Result<Decision, StoreError>>, StoreError> {
+    ) -> Result<Call, StoreError> {
         let Store::Redis(store) = &self.inner.store else {
             unreachable!("check_local answers every other store")
         };
+        let part = store.part(key);
+        // Ends the probe if the call is dropped unfinished (even before its first poll).
+        let unanswered = probe.then(|| EndProbe(self.clone(), part));
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            if probe {
-                self.inner.health.end_probe(store.part(key));
-            }
             return Err(StoreError::NoRuntime);
         };
         let limiter = self.clone();
@@ -272,22 +274,23 @@ impl Limiter {
                 unreachable!("a Redis limiter's store is Redis")
             };
             let health = &limiter.inner.health;
-            // Ends the probe if the task is dropped unfinished (its runtime shutting down).
-            let mut unanswered = probe.then(|| EndProbe(health, store.part(&key)));
             let outcome = store.check(&key, rate, now_us).await;
             match &outcome {
                 Err(error) if error.is_outage() => {
-                    health.failed(store.part(&key), error, limiter.inner.policy);
+                    health.failed(part, error, limiter.inner.policy, probe);
                 }
                 // Redis answered, even if with an error about this one key.
-                _ => health.succeeded(|| store.part(&key)),
+                _ => health.succeeded(|| part),
             }
-            if let Some(end) = unanswered.take() {
+            if let Some(end) = unanswered {
                 std::mem::forget(end);
             }
             outcome
         };
-        Ok(runtime.spawn(call.instrument(tracing::Span::current())))
+        Ok(Call {
+            future: Some(Box::pin(call)),
+            runtime,
+        })
     }
 
     /// The answer to a check that went to Redis: its decision, or the failure policy's.
@@ -351,11 +354,47 @@ impl Limiter {
 }
 
 /// Ends the probe of a breaker part when dropped.
-struct EndProbe<'a>(&'a Health, usize);
+struct EndProbe(Limiter, usize);
 
-impl Drop for EndProbe<'_> {
+impl Drop for EndProbe {
     fn drop(&mut self) {
-        self.0.end_probe(self.1);
+        self.0.inner.health.end_probe(self.1);
+    }
+}
+
+/// The Redis call of one check, polled by the check itself; if the check is dropped before
+/// the call finishes, the rest of the call runs as a task of its runtime, so that it still
+/// tells the breakers how it went (a caller's deadline shorter than the limiter's timeout
+/// would otherwise keep a stalled Redis from ever opening them).
+pub(crate) struct Call {
+    future: Option<StoreCall>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// The store's side of a [`Call`].
+type StoreCall = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>>;
+
+impl Future for Call {
+    type Output = Result<Decision, StoreError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let future = self
+            .future
+            .as_mut()
+            .expect("a rate limit `Call` polled after it completed");
+        let outcome = ready!(future.as_mut().poll(cx));
+        self.future = None;
+        Poll::Ready(outcome)
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if let Some(future) = self.future.take() {
+            // On a runtime that is shutting down the task is dropped at once, and with it the
+            // probe (see `EndProbe`).
+            drop(self.runtime.spawn(future));
+        }
     }
 }
 

@@ -330,7 +330,7 @@ async fn a_connection_the_server_closed_is_not_an_outage() {
 }
 
 /// Callers that give up before the limiter's timeout (a request deadline shorter than it)
-/// still open the breaker: the Redis call runs to its end in a task of its own. Until the
+/// still open the breaker: a dropped check hands its Redis call to the runtime. Until the
 /// first call times out (250 ms) each caller waits its deadline; then one probe per
 /// timeout plus probe interval (350 ms) does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,4 +378,123 @@ async fn callers_that_give_up_early_still_open_the_breaker() {
     assert!(limiter.is_degraded());
     // 8 callers × (250 ms / 31 ms) before the breaker opens, then about 3 s / 350 ms probes.
     assert!(cancelled <= 8 * 9 + 12, "{cancelled}");
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A probe polled once on a short-lived runtime (a test, a worker) that then ends: the probe
+/// ends with it, and the next check probes again, finds Redis healthy, and closes the breaker.
+#[test]
+fn a_probe_dropped_with_its_runtime_does_not_keep_the_breaker_open() {
+    let redis = TestRedis::start_private();
+    let proxy = FaultProxy::start(redis.address());
+    let main = current_thread();
+    let limiter = main.block_on(async {
+        Limiter::builder()
+            .redis_url(&proxy.url())
+            .failure_policy(FailurePolicy::Closed)
+            .timeout(Duration::from_millis(100))
+            .build()
+            .await
+            .unwrap()
+    });
+    main.block_on(async { limiter.check("k", rate()).await.unwrap() });
+    proxy.set(Fault::Refuse);
+    assert!(main.block_on(limiter.check("k", rate())).is_err());
+    assert!(limiter.is_degraded());
+    proxy.set(Fault::Pass);
+    std::thread::sleep(Duration::from_millis(150)); // a probe is due
+    {
+        let short = current_thread();
+        short.block_on(async {
+            let mut check = pin!(limiter.check("k", rate()));
+            std::future::poll_fn(|cx| {
+                let _ = check.as_mut().poll(cx);
+                Poll::Ready(())
+            })
+            .await;
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        if main.block_on(limiter.check("k", rate())).is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the breaker stayed open");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!limiter.is_degraded());
+}
+
+/// A primary demoted to a replica (a failover behind a DNS name or an endpoint that the old
+/// connection still points at) answers READONLY, from inside the script: an outage, and the
+/// connection is dropped so that the next one can reach the new primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_primary_is_an_outage_and_its_connection_is_dropped() {
+    let old = TestRedis::start_private();
+    let new = TestRedis::start_private();
+    let proxy = FaultProxy::start(old.address());
+    let limiter = Limiter::builder()
+        .redis_url(&proxy.url())
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    limiter.check("k", rate()).await.unwrap();
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(new.address().port())
+        .query_async(&mut old.connection().await)
+        .await
+        .unwrap();
+    let accepted = proxy.accepted();
+    let error = limiter.check("k", rate()).await.unwrap_err();
+    assert!(error.to_string().contains("read only"), "{error}");
+    assert!(limiter.is_degraded());
+    // The next probe connects afresh.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while proxy.accepted() == accepted {
+        assert!(Instant::now() < deadline, "no new connection");
+        let _ = limiter.check("k", rate()).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An ACL user without a command the script runs (here `PEXPIRE`, `PTTL`) fails every key
+/// alike: an outage, not one key's problem.
+#[tokio::test]
+async fn a_missing_acl_permission_is_an_outage() {
+    let redis = TestRedis::start_private();
+    let () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "rl",
+            "on",
+            ">pw",
+            "~ratelimit:*",
+            "+@scripting",
+            "+@sortedset",
+            "+time",
+        ])
+        .query_async(&mut redis.connection().await)
+        .await
+        .unwrap();
+    let limiter = Limiter::builder()
+        .redis_url(&format!("redis://rl:pw@{}/", redis.address()))
+        .failure_policy(FailurePolicy::Closed)
+        .build()
+        .await
+        .unwrap();
+    let error = limiter.check("k", rate()).await.unwrap_err();
+    assert!(
+        error.to_string().contains("can't run this command"),
+        "{error}"
+    );
+    assert!(limiter.is_degraded());
 }

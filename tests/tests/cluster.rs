@@ -192,6 +192,58 @@ async fn a_dead_master_leaves_its_neighbours_slots_alone() {
     }
 }
 
+/// A stalled master (`CLIENT PAUSE`: a fork, a swap storm, a paused VM) costs its own keys a
+/// timeout, never the other masters' keys: the cluster connection is not dropped for it.
+#[tokio::test]
+async fn a_stalled_master_leaves_the_other_masters_alone() {
+    let cluster = TestCluster::start(3);
+    let prefix = unique_prefix("stalled");
+    let limiter = limiter(&cluster, &prefix, FailurePolicy::Closed).await;
+    let rate = Rate::new(1_000, Duration::from_secs(60)).unwrap();
+    let key_in_slot = |slot| TestCluster::key_in_slot(slot, &prefix)[prefix.len()..].to_owned();
+    let stalled_key = key_in_slot(100);
+    let stalled = cluster.node_for_slot(100);
+    let alive_keys: Vec<String> = [8_000, 8_001, 14_000, 14_001]
+        .into_iter()
+        .filter(|&slot| cluster.node_for_slot(slot) != stalled)
+        .map(key_in_slot)
+        .collect();
+    for key in alive_keys.iter().chain([&stalled_key]) {
+        assert!(limiter.check(key, rate).await.unwrap().allowed);
+    }
+
+    let () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "1500", "ALL"])
+        .query_async(&mut cluster.connection(stalled).await)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    assert!(limiter.check(&stalled_key, rate).await.is_err());
+    let stalled_took = started.elapsed();
+    assert!(stalled_took < BOUND, "{stalled_took:?}");
+    let mut slowest = Duration::ZERO;
+    for _ in 0..5 {
+        for key in &alive_keys {
+            let started = Instant::now();
+            let before = limiter.policy_answers();
+            assert!(limiter.check(key, rate).await.unwrap().allowed, "{key}");
+            assert_eq!(
+                limiter.policy_answers(),
+                before,
+                "{key} was answered by the policy"
+            );
+            slowest = slowest.max(started.elapsed());
+        }
+    }
+    assert!(
+        slowest < TIMEOUT / 2,
+        "a live master's key waited {slowest:?}"
+    );
+    eprintln!(
+        "stalled master: its key answered in {stalled_took:?}; other masters' slowest {slowest:?}"
+    );
+}
+
 /// Stretch goal of the issue: a slot moved from one master to another (`MIGRATING` /
 /// `IMPORTING`, `MIGRATE`, `SETSLOT NODE`) while a caller keeps checking a key in it: redis-rs
 /// follows the `ASK` and `MOVED` redirections and the key's log moves whole.

@@ -123,9 +123,16 @@ impl RedisStore {
             Ok(result) => result,
             Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
         };
-        if matches!(result, Err(StoreError::Timeout(_))) {
+        let stale = match &result {
             // The connection may be dead without knowing it (a failover behind a virtual IP,
-            // a dropped NAT entry): the next check connects afresh.
+            // a dropped NAT entry), or lead to a demoted primary: the next check connects
+            // afresh. Not in a cluster, whose client reconnects each node by itself: dropping
+            // it would drop every master's connection for one slow master.
+            Err(StoreError::Timeout(_)) => true,
+            Err(StoreError::Redis(error)) => error.code() == Some("READONLY"),
+            _ => false,
+        };
+        if stale && matches!(self.target, Target::Single(_)) {
             self.forget_connection(runtime.id());
         }
         result
