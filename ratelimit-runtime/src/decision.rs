@@ -19,7 +19,8 @@ pub struct Decision {
     /// threshold, normally the oldest counted admission + period − now.
     pub retry_after: Option<Duration>,
     /// The time until no admission of the key remains in the window (the newest admission +
-    /// period − now), after which the key is forgotten.
+    /// period − now), after which the key may be forgotten (Redis: its TTL, at least 1 s; in
+    /// process: at a later sweep).
     pub reset_after: Duration,
 }
 

@@ -22,7 +22,7 @@ pub enum RateLimitError {
     /// [`FailurePolicy`](crate::FailurePolicy) is `Closed`.
     #[error(transparent)]
     Unavailable(#[from] StoreError),
-    /// The input cannot be checked: a rate out of range, or a time before the Unix epoch.
+    /// The input cannot be checked: a rate out of range, or a time before 1970 or after 2155.
     #[error("invalid rate limit input: {0}")]
     InvalidInput(Cow<'static, str>),
     /// The limiter's configuration is unusable, for example a malformed Redis URL.
@@ -175,7 +175,9 @@ pub enum StoreError {
     /// the check was not sent to it. While a store fails, the limiter sends it one probe at a
     /// time, at most every 100 ms, and answers every other check at once by its
     /// [`FailurePolicy`](crate::FailurePolicy): the circuit breaker is open.
-    #[error("rate limit store unavailable for {0:?} (circuit open; probing it every 100ms)")]
+    #[error(
+        "rate limit store unavailable for {0:?} (circuit open; probing it at most every 100 ms)"
+    )]
     CircuitOpen(Duration),
     /// The Redis store was used outside a Tokio runtime (or while its runtime shut down).
     /// Not an outage: the store is not asked, and other callers are not affected.

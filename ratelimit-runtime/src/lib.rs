@@ -50,6 +50,9 @@
 //!   statuses, fields and bodies: see the `actix_web` module.
 //! - `metrics`: counters and a histogram through the [`metrics`](https://docs.rs/metrics)
 //!   facade (0.24); see [Observability](#observability).
+//! - `tls`: `rediss://` URLs over rustls (the platform's roots), with
+//!   [`LimiterBuilder::tls_ca_certificate`] and [`LimiterBuilder::tls_client_identity`]; installs
+//!   ring's crypto provider when the process has chosen none.
 //!
 //! # HTTP fields
 //!
@@ -63,10 +66,12 @@
 //! - every check runs in a span `ratelimit.check` (debug level), a child of the caller's
 //!   current span, with the field `scope` (the attribute's scope, or the axum layer's; absent
 //!   for [`Limiter::check`] called by hand). It never holds the key;
-//! - a debug event per denial (`scope`, `key`, `retry_after`) and a trace event per admission
+//! - for the checks of the attribute and the axum layer (not [`Limiter::check`] by hand), a
+//!   debug event per denial (`scope`, `key`, `retry_after`) and a trace event per admission
 //!   (`scope`);
 //! - a warn event once when the store becomes unavailable (and once for a key holding a value
-//!   of another type), an info event when it answers again, and a debug event (with the key)
+//!   the script cannot use), an info event when it answers again (with the outage's length and
+//!   the number of checks the policy answered), and a debug event (with the key)
 //!   for each check the failure policy answered.
 //!
 //! Keys may hold user identifiers (user ids, IP addresses, API keys): they appear only in

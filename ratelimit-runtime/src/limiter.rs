@@ -44,13 +44,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 /// # Stores
 ///
 /// - In process ([`Limiter::memory`]): sharded maps guarded by mutexes, safe under concurrent
-///   callers and usable without a runtime; keys idle for a period are dropped.
+///   callers and usable without a runtime; keys idle for a period are dropped by sweeps that
+///   ride on later checks.
 /// - Redis ([`LimiterBuilder::redis_url`]): one sorted set per key named
 ///   `<prefix><key>`, scores in integer microseconds since the Unix epoch, checked by one Lua
 ///   script (evict, count, then admit and record, or deny). The clock is the Redis server's
 ///   `TIME`, one clock for every application server, unless [`check_at`](Limiter::check_at)
-///   passes one. Each admission sets `PEXPIRE` so an idle key vanishes once its newest
-///   admission leaves the window (and at least 1 s after it was made). The connection is made on first use, inside a check, and
+///   passes one. Each admission extends the key's `PEXPIRE` (never shortens it) so an idle key
+///   vanishes once its newest admission leaves the window (and at least 1 s after it was
+///   made). The connection is made on first use, inside a check, and
 ///   every check (connecting included) is bounded by the timeout (default 250 ms); a check
 ///   that timed out is never resent, since Redis may have recorded it.
 /// - Redis Cluster ([`LimiterBuilder::redis_cluster`]): the same, each key's set on the node
@@ -144,8 +146,10 @@ impl Limiter {
         self.inner.health.policy_answers()
     }
 
-    /// `true` while the store is failing and checks are answered by the [`FailurePolicy`]
-    /// (the circuit is open), until a probe succeeds.
+    /// `true` from a failure of the store until it answers again (with a cluster: an answer
+    /// after 250 ms without a failure on any slot). Meanwhile the checks of failed parts (the
+    /// server, or a cluster's failed slots) are answered by the [`FailurePolicy`]; other slots
+    /// still go to Redis. Probes ride on checks: with no traffic it stays `true`.
     #[must_use]
     pub fn is_degraded(&self) -> bool {
         self.inner.health.is_open()
@@ -523,7 +527,8 @@ impl LimiterBuilder {
     /// and nothing is recorded (as nginx's `limit_req` answers 503 when its zone is full); keys
     /// already tracked are unaffected. The first such denial is logged once, at warn level.
     /// Without a cap (the default) memory follows the keys active within their periods: each
-    /// shard holds at most about twice its keys active in one period.
+    /// shard holds at most about twice its keys active in one period. Zero is rejected by
+    /// [`build`](LimiterBuilder::build) (`InvalidConfig`).
     #[must_use]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = Some(max_keys);
@@ -547,7 +552,7 @@ impl LimiterBuilder {
 
     /// The longest a Redis check may take, connecting included (default 250 ms); past it the
     /// failure policy answers. For a cluster it is also each node's connection and response
-    /// timeout.
+    /// timeout. Zero is rejected by [`build`](LimiterBuilder::build) (`InvalidConfig`).
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -561,8 +566,10 @@ impl LimiterBuilder {
     ///
     /// [`RateLimitError::InvalidConfig`] for a malformed Redis URL, an unknown scheme,
     /// `rediss://` without the `tls` feature, TLS certificates for a URL that is not
-    /// `rediss://`, an empty list of cluster nodes (or nodes that disagree on TLS or
-    /// credentials), a zero timeout, or a zero `max_keys`.
+    /// `rediss://`, a TLS certificate or key that does not parse or a key that is not the
+    /// certificate's, an empty list of cluster nodes (or nodes that disagree on TLS or
+    /// credentials, or a `redis+unix://` or `/<db>` node URL), a zero timeout, or a zero
+    /// `max_keys`.
     #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
     pub async fn build(self) -> Result<Limiter, RateLimitError> {
         self.build_now()

@@ -5,7 +5,8 @@
 //! Each test asserts the answer, the time it took (bounded by the limiter's timeout plus
 //! scheduling slack: the promise of bounded answers, not a speed measurement), and afterwards
 //! that the key's sorted set holds exactly the admissions the callers saw from Redis (plus, for
-//! a call cut off after Redis ran it, that call: such a call is never resent). Measured times
+//! a call cut off after Redis ran it, that call, counted once even when it is resent on a new
+//! connection). Measured times
 //! are printed (`cargo test -- --nocapture` shows them).
 
 use std::time::{Duration, Instant};
