@@ -3,9 +3,10 @@
 //! and a log of each outage once when it starts and once when it ends.
 //!
 //! One breaker for a Redis server; for a Redis Cluster, one per hash slot, so that a failed
-//! master opens the breakers of its own slots only.
+//! master opens the breakers of its own slots only: the first to fail, and then (once the
+//! cluster's slot map says which) the master's others, which follow it as their leader.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::FailurePolicy;
@@ -21,6 +22,9 @@ const QUIET: Duration = Duration::from_millis(250);
 
 /// `next_probe` while a probe is in flight.
 const PROBING: u64 = u64::MAX;
+
+/// `leader` of a breaker that probes for itself.
+const NO_LEADER: u32 = u32::MAX;
 
 /// The breakers of a limiter and what they share: the outage and the policy-answer count.
 pub(crate) struct Health {
@@ -40,19 +44,32 @@ pub(crate) struct Health {
 /// Closed (checks go to the store) until a check fails with an outage; then open: checks are
 /// answered by the failure policy at once, except one probe at a time, at most every
 /// [`PROBE_INTERVAL`], whose answer closes it again.
-#[derive(Default)]
 struct Breaker {
     /// 0 while closed; else when it opened (at least 1).
     down_since: AtomicU64,
     /// When the next probe may start; [`PROBING`] while one is in flight.
     next_probe: AtomicU64,
+    /// The part whose probes stand for this one ([`NO_LEADER`]: its own): in a cluster, the
+    /// failed slot whose master's other slots were opened with it ([`Health::open_ranges`]).
+    /// It is open while its leader is, and closes with it.
+    leader: AtomicU32,
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Breaker {
+            down_since: AtomicU64::new(0),
+            next_probe: AtomicU64::new(0),
+            leader: AtomicU32::new(NO_LEADER),
+        }
+    }
 }
 
 /// Whether a check goes to the store.
 pub(crate) enum Route {
-    /// Yes; `true` when it is the probe of an open breaker, to be ended by
-    /// [`Health::end_probe`] (or by the check's answer).
-    Store(bool),
+    /// Yes; `Some(part)` when it is the probe of `part`'s open breaker (its own, or its
+    /// leader's), to be ended by [`Health::end_probe`] or by the check's answer.
+    Store(Option<usize>),
     /// No: the breaker is open; answer by the policy with this error.
     Policy(StoreError),
 }
@@ -76,15 +93,27 @@ impl Health {
     pub(crate) fn route(&self, part: impl FnOnce() -> usize) -> Route {
         let outage = self.outage_since.load(Ordering::Relaxed);
         if outage == 0 {
-            return Route::Store(false);
+            return Route::Store(None);
         }
-        let breaker = self.breaker(part());
+        let part = part();
+        let breaker = self.breaker(part);
         let since = breaker.down_since.load(Ordering::Relaxed);
         if since < outage {
             // Closed, or opened in an earlier outage.
-            return Route::Store(false);
+            return Route::Store(None);
         }
         let now = self.nanos();
+        let leader = breaker.leader.load(Ordering::Relaxed);
+        let (part, breaker) = if leader != NO_LEADER && leader as usize != part {
+            // Open with its master: the leader's probes stand for it, and it may make one.
+            let leading = self.breaker(leader as usize);
+            if leading.down_since.load(Ordering::Relaxed) < outage {
+                return Route::Store(None);
+            }
+            (leader as usize, leading)
+        } else {
+            (part, breaker)
+        };
         let next = breaker.next_probe.load(Ordering::Relaxed);
         if next <= now
             && breaker
@@ -92,7 +121,7 @@ impl Health {
                 .compare_exchange(next, PROBING, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            return Route::Store(true);
+            return Route::Store(Some(part));
         }
         Route::Policy(StoreError::CircuitOpen(Duration::from_nanos(
             now.saturating_sub(since),
@@ -144,14 +173,14 @@ impl Health {
     /// A check of part `part` the store failed with an outage (not a one-key error): opens
     /// its breaker until a probe interval from now (`probe`: the check was its probe; a
     /// probe in flight is left to end by itself), logging the start of an outage when none
-    /// is under way.
+    /// is under way. `true` when this failure opened the breaker (it was closed).
     pub(crate) fn failed(
         &self,
         part: usize,
         error: &StoreError,
         policy: FailurePolicy,
         probe: bool,
-    ) {
+    ) -> bool {
         let breaker = self.breaker(part);
         let now = self.nanos().max(1);
         self.last_failure.store(now, Ordering::Relaxed);
@@ -173,7 +202,9 @@ impl Health {
         }
         // Marked as opened now: never before the outage (which would read as closed), even
         // when failures race.
-        breaker.down_since.fetch_max(now, Ordering::AcqRel);
+        let opened_at = breaker.down_since.fetch_max(now, Ordering::AcqRel);
+        // A failure of its own: it probes for itself from now on.
+        breaker.leader.store(NO_LEADER, Ordering::Relaxed);
         let next = now.saturating_add(interval_nanos());
         if probe {
             breaker.next_probe.store(next, Ordering::Release);
@@ -184,6 +215,39 @@ impl Health {
                     .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |current| {
                         (current != PROBING).then_some(next)
                     });
+        }
+        opened_at < self.outage_since.load(Ordering::Relaxed)
+    }
+
+    /// Opens, during the current outage, the breakers of the parts in `ranges` (a cluster
+    /// master's slots, when one of them, `leader`, failed) that are not open yet, so that the
+    /// master's other slots do not each wait a timeout to find out: they stay open while
+    /// `leader` is, and close with it, without probes of their own.
+    pub(crate) fn open_ranges(&self, ranges: &[(u16, u16)], leader: usize) {
+        let Ok(leader) = u32::try_from(leader) else {
+            return;
+        };
+        let outage = self.outage_since.load(Ordering::Relaxed);
+        if outage == 0 {
+            return;
+        }
+        let now = self.nanos().max(1);
+        let next = now.saturating_add(interval_nanos());
+        for &(first, last) in ranges {
+            for part in usize::from(first)..=usize::from(last) {
+                let Some(breaker) = self.breakers.get(part) else {
+                    break;
+                };
+                if breaker.down_since.load(Ordering::Relaxed) < outage {
+                    breaker.leader.store(leader, Ordering::Relaxed);
+                    breaker.down_since.fetch_max(now, Ordering::AcqRel);
+                    let _ = breaker.next_probe.fetch_update(
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                        |current| (current != PROBING).then_some(next),
+                    );
+                }
+            }
         }
     }
 
@@ -231,7 +295,7 @@ mod tests {
     #[test]
     fn closed_until_an_outage_then_one_probe_at_a_time() {
         let health = Health::new(1);
-        assert!(matches!(health.route(|| 0), Route::Store(false)));
+        assert!(matches!(health.route(|| 0), Route::Store(None)));
         health.failed(0, &outage(), FailurePolicy::Local, false);
         assert!(health.is_open());
         // Within the probe interval: every check is answered by the policy.
@@ -240,16 +304,16 @@ mod tests {
         };
         // Once the interval has passed: one probe, and only one while it is in flight.
         probe_due(&health, 0);
-        assert!(matches!(health.route(|| 0), Route::Store(true)));
+        assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
         assert!(matches!(health.route(|| 0), Route::Policy(_)));
         // A probe dropped unanswered: the next waits a probe interval.
         health.end_probe(0);
         assert!(matches!(health.route(|| 0), Route::Policy(_)));
         probe_due(&health, 0);
-        assert!(matches!(health.route(|| 0), Route::Store(true)));
+        assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
         health.succeeded(|| 0);
         assert!(!health.is_open());
-        assert!(matches!(health.route(|| 0), Route::Store(false)));
+        assert!(matches!(health.route(|| 0), Route::Store(None)));
     }
 
     #[test]
@@ -257,7 +321,7 @@ mod tests {
         let health = Health::new(1);
         health.failed(0, &outage(), FailurePolicy::Local, false);
         probe_due(&health, 0);
-        assert!(matches!(health.route(|| 0), Route::Store(true)));
+        assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
         // An older check failing meanwhile leaves the probe in flight alone.
         health.failed(0, &outage(), FailurePolicy::Local, false);
         assert_eq!(
@@ -277,7 +341,7 @@ mod tests {
         health.failed(3, &outage(), FailurePolicy::Closed, false);
         health.failed(3, &outage(), FailurePolicy::Closed, false);
         assert!(matches!(health.route(|| 3), Route::Policy(_)));
-        assert!(matches!(health.route(|| 4), Route::Store(false)));
+        assert!(matches!(health.route(|| 4), Route::Store(None)));
         // Part 4 answering does not end the outage while part 3 failed lately.
         health.succeeded(|| 4);
         assert!(health.is_open());
@@ -287,8 +351,40 @@ mod tests {
         health.succeeded(|| 4);
         assert!(!health.is_open());
         health.failed(5, &outage(), FailurePolicy::Closed, false);
-        assert!(matches!(health.route(|| 3), Route::Store(false)));
+        assert!(matches!(health.route(|| 3), Route::Store(None)));
         assert!(matches!(health.route(|| 5), Route::Policy(_)));
+    }
+
+    #[test]
+    fn a_failed_masters_ranges_open_together() {
+        let health = Health::new(16_384);
+        health.open_ranges(&[(0, 10)], 3);
+        assert!(
+            matches!(health.route(|| 5), Route::Store(None)),
+            "no outage yet"
+        );
+        health.failed(3, &outage(), FailurePolicy::Closed, false);
+        health.open_ranges(&[(0, 10), (100, 101)], 3);
+        for part in [0, 5, 10, 100, 101] {
+            assert!(matches!(health.route(|| part), Route::Policy(_)), "{part}");
+        }
+        assert!(matches!(health.route(|| 11), Route::Store(None)));
+        assert!(matches!(health.route(|| 102), Route::Store(None)));
+        // One probe for them all, on the leader's breaker, whichever slot's check makes it.
+        for part in [3, 5, 100] {
+            probe_due(&health, part);
+        }
+        assert!(matches!(health.route(|| 5), Route::Store(Some(3))));
+        assert!(matches!(health.route(|| 100), Route::Policy(_)));
+        assert!(matches!(health.route(|| 3), Route::Policy(_)));
+        // The leader's answer closes them all.
+        health.succeeded(|| 3);
+        for part in [0, 5, 10, 100, 101] {
+            assert!(
+                matches!(health.route(|| part), Route::Store(None)),
+                "{part}"
+            );
+        }
     }
 
     #[test]

@@ -62,8 +62,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 /// failure of the store (anything but an error about one key's value: a timeout, a refused
 /// connection, a wrong password, a TLS failure), the circuit breaker opens: every check is
 /// answered by the policy at once, without waiting on the store, except one probe at a time,
-/// at most every 100 ms; the first probe the store answers closes it (one breaker per server,
-/// one per hash slot in a cluster). A Redis call whose caller stops waiting is handed to the
+/// at most every 100 ms; the first probe the store answers closes it (one breaker per server;
+/// in a cluster one per hash slot, a failed slot opening its master's other slots with it). A Redis call whose caller stops waiting is handed to the
 /// runtime, so that it reaches its end, and tells the breaker, all the same. Each outage is logged
 /// once when it starts (warn) and once when it ends (info, with its length and the number of
 /// checks the policy answered), and [`Limiter::policy_answers`] counts them.
@@ -213,15 +213,15 @@ impl Limiter {
 
     /// The check when it needs no I/O: in process, or answered by the failure policy (a
     /// misconfigured store, an open circuit breaker). Otherwise `Err(probe)`: the check goes
-    /// to Redis ([`spawn_remote`](Limiter::spawn_remote)), as the probe of an open breaker
-    /// when `probe`.
+    /// to Redis ([`remote_call`](Limiter::remote_call)), as the probe of the open breaker
+    /// of part `probe` when it is `Some`.
     pub(crate) fn check_local(
         &self,
         scope: Option<&str>,
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
-    ) -> Result<Result<Decision, RateLimitError>, bool> {
+    ) -> Result<Result<Decision, RateLimitError>, Option<usize>> {
         #[cfg(feature = "metrics")]
         let started = std::time::Instant::now();
         let result = match &self.inner.store {
@@ -250,7 +250,8 @@ impl Limiter {
 
     /// The Redis call of a check: owning what it needs, so that when its caller stops waiting
     /// it can be handed to the runtime ([`Call`]) and still reach its end (bounded by the
-    /// timeout) and tell the breakers how it went; `probe` when it probes an open breaker.
+    /// timeout) and tell the breakers how it went; `probe`: the part whose open breaker it
+    /// probes (its key's, or in a cluster the slot that stands for its master's).
     ///
     /// # Errors
     ///
@@ -260,14 +261,14 @@ impl Limiter {
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
-        probe: bool,
+        probe: Option<usize>,
     ) -> Result<Call, StoreError> {
         let Store::Redis(store) = &self.inner.store else {
             unreachable!("check_local answers every other store")
         };
-        let part = store.part(key);
+        let part = probe.unwrap_or_else(|| store.part(key));
         // Ends the probe if the call is dropped unfinished (even before its first poll).
-        let unanswered = probe.then(|| EndProbe(self.clone(), part));
+        let unanswered = probe.map(|part| EndProbe(self.clone(), part));
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return Err(StoreError::NoRuntime);
         };
@@ -281,7 +282,23 @@ impl Limiter {
             let outcome = store.check(&key, rate, now_us).await;
             match &outcome {
                 Err(error) if error.is_outage() => {
-                    health.failed(part, error, limiter.inner.policy, probe);
+                    let opened = health.failed(part, error, limiter.inner.policy, probe.is_some());
+                    if opened && store.parts() > 1 {
+                        // In a cluster: open the failed master's other slots too, once the
+                        // cluster tells which they are (in the background, one at a time).
+                        let limiter = limiter.clone();
+                        tokio::spawn(async move {
+                            let Store::Redis(store) = &limiter.inner.store else {
+                                unreachable!("a Redis limiter's store is Redis")
+                            };
+                            let Some(_claim) = store.claim_lookup() else {
+                                return;
+                            };
+                            if let Some(ranges) = store.master_parts(part).await {
+                                limiter.inner.health.open_ranges(&ranges, part);
+                            }
+                        });
+                    }
                 }
                 // Redis answered, even if with an error about this one key.
                 _ => health.succeeded(|| part),

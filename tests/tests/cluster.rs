@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ratelimit_runtime::{FailurePolicy, Limiter, Rate, RateLimitError};
+use ratelimit_runtime::{FailurePolicy, Limiter, Rate, RateLimitError, StoreError};
 use redis::AsyncCommands as _;
 use tests::cluster::TestCluster;
 use tests::unique_prefix;
@@ -241,6 +241,88 @@ async fn a_stalled_master_leaves_the_other_masters_alone() {
     );
     eprintln!(
         "stalled master: its key answered in {stalled_took:?}; other masters' slowest {slowest:?}"
+    );
+}
+
+/// One failure of a master's slot opens all its slots' breakers once the cluster says which
+/// they are (`CLUSTER SLOTS`, asked in the background within 3 × the timeout): its keys in
+/// other slots are then answered at once, not after a timeout each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_masters_other_slots_are_answered_at_once() {
+    let cluster = TestCluster::start(3);
+    let prefix = unique_prefix("wide");
+    let limiter = limiter(&cluster, &prefix, FailurePolicy::Closed).await;
+    let rate = Rate::new(1_000, Duration::from_secs(60)).unwrap();
+    let stalled = cluster.node_for_slot(100);
+    let keys: Vec<String> = (0..16_384_u16)
+        .step_by(97)
+        .filter(|&slot| cluster.node_for_slot(slot) == stalled)
+        .take(30)
+        .map(|slot| TestCluster::key_in_slot(slot, &prefix)[prefix.len()..].to_owned())
+        .collect();
+    assert_eq!(keys.len(), 30);
+    for key in &keys {
+        assert!(limiter.check(key, rate).await.unwrap().allowed);
+    }
+
+    let () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "5000", "ALL"])
+        .query_async(&mut cluster.connection(stalled).await)
+        .await
+        .unwrap();
+    assert!(limiter.check(&keys[0], rate).await.is_err());
+    // The lookup's own bound: three tries of at most the timeout each.
+    tokio::time::sleep(TIMEOUT * 3 + Duration::from_millis(300)).await;
+    // Each check is answered at once by the open breakers, but for one probe per interval
+    // for the whole master (which waits the timeout).
+    let (mut slowest, mut probes) = (Duration::ZERO, 0);
+    for key in &keys[1..] {
+        let started = Instant::now();
+        let error = limiter.check(key, rate).await.unwrap_err();
+        let took = started.elapsed();
+        if matches!(error, RateLimitError::Unavailable(StoreError::Timeout(_))) {
+            probes += 1;
+            continue;
+        }
+        assert!(
+            matches!(
+                error,
+                RateLimitError::Unavailable(StoreError::CircuitOpen(_))
+            ),
+            "{key}: {error:?}"
+        );
+        slowest = slowest.max(took);
+    }
+    assert!(probes <= 2, "{probes} checks waited on the stalled master");
+    assert!(slowest < TIMEOUT / 2, "{slowest:?}");
+
+    // Back: checks on the other slots alone (none on the first one) find it within a second.
+    let () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query_async(&mut cluster.connection(stalled).await)
+        .await
+        .unwrap();
+    let back = Instant::now();
+    let mut round = 0;
+    loop {
+        let key = &keys[1 + round % (keys.len() - 1)];
+        round += 1;
+        if limiter.check(key, rate).await.is_ok() {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(3),
+            "still answered by the policy"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let recovery = back.elapsed();
+    for key in &keys[1..] {
+        assert!(limiter.check(key, rate).await.unwrap().allowed, "{key}");
+    }
+    eprintln!(
+        "a stalled master's other 29 slots: {probes} probe(s), the others answered in \
+         {slowest:?} at most; back on Redis {recovery:?} after it resumed"
     );
 }
 

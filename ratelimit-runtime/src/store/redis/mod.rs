@@ -5,6 +5,7 @@ mod script;
 mod target;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
@@ -31,6 +32,8 @@ pub(crate) struct RedisStore {
     /// Serialises connection attempts so that a burst of first calls makes one connection.
     connecting: tokio::sync::Mutex<()>,
     members: MemberSource,
+    /// Set while a cluster's slot map is being asked for (one lookup at a time).
+    looking_up: AtomicBool,
 }
 
 impl RedisStore {
@@ -75,6 +78,7 @@ impl RedisStore {
             connections: Arc::default(),
             connecting: tokio::sync::Mutex::new(()),
             members: MemberSource::new(),
+            looking_up: AtomicBool::new(false),
         }
     }
 
@@ -176,6 +180,35 @@ impl RedisStore {
         script::decode(&reply, rate.threshold())
     }
 
+    /// Claims the one slot-map lookup that may run at a time (cluster only); `None` when
+    /// another runs. The lookup ends when the claim is dropped.
+    pub(crate) fn claim_lookup(&self) -> Option<LookupClaim<'_>> {
+        (matches!(self.target, Target::Cluster(_)) && !self.looking_up.swap(true, Ordering::AcqRel))
+            .then_some(LookupClaim(&self.looking_up))
+    }
+
+    /// In a cluster, the slot ranges of the master that owns `part`'s slot (see
+    /// [`RedisStore::part`]), asked of the cluster within the timeout; `None` for a single
+    /// server, or when the cluster does not tell.
+    pub(crate) async fn master_parts(&self, part: usize) -> Option<Vec<(u16, u16)>> {
+        let Target::Cluster(_) = self.target else {
+            return None;
+        };
+        let runtime = Handle::try_current().ok()?;
+        let slot = u16::try_from(part).ok()?;
+        let lookup = async {
+            self.connection(&runtime)
+                .await
+                .ok()?
+                .master_slots(slot)
+                .await
+        };
+        tokio::time::timeout(self.timeout.saturating_mul(3), lookup)
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// This runtime's connection, made now if it has none.
     async fn connection(&self, runtime: &Handle) -> Result<Connection, StoreError> {
         let id = runtime.id();
@@ -232,6 +265,15 @@ impl RedisStore {
         self.connections
             .write()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The claim of [`RedisStore::claim_lookup`].
+pub(crate) struct LookupClaim<'a>(&'a AtomicBool);
+
+impl Drop for LookupClaim<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 

@@ -141,6 +141,61 @@ impl Connection {
             Connection::Cluster(connection) => command.query_async(&mut **connection).await,
         }
     }
+
+    /// In a cluster, the slot ranges of the master that owns `slot`, from `CLUSTER SLOTS`
+    /// asked of any node; `None` for a single server or when no node tells.
+    pub(crate) async fn master_slots(&mut self, slot: u16) -> Option<Vec<(u16, u16)>> {
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+        let Connection::Cluster(connection) = self else {
+            return None;
+        };
+        // A random node may be the failed one: ask up to three.
+        for _ in 0..3 {
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+            let mut command = redis::cmd("CLUSTER");
+            command.arg("SLOTS");
+            if let Ok(reply) = connection.route_command(command, routing).await {
+                return master_ranges(&reply, slot);
+            }
+        }
+        None
+    }
+}
+
+/// From a `CLUSTER SLOTS` reply (`[[first, last, [host, port, id], replicas…], …]`), the ranges
+/// of the master whose range holds `slot`.
+fn master_ranges(reply: &redis::Value, slot: u16) -> Option<Vec<(u16, u16)>> {
+    use redis::Value;
+    let Value::Array(ranges) = reply else {
+        return None;
+    };
+    let parsed: Vec<(u16, u16, &Value)> = ranges
+        .iter()
+        .filter_map(|range| {
+            let Value::Array(fields) = range else {
+                return None;
+            };
+            let bound = |value: &Value| match value {
+                Value::Int(number) => u16::try_from(*number).ok(),
+                _ => None,
+            };
+            Some((
+                bound(fields.first()?)?,
+                bound(fields.get(1)?)?,
+                fields.get(2)?,
+            ))
+        })
+        .collect();
+    let (_, _, master) = parsed
+        .iter()
+        .find(|(first, last, _)| (*first..=*last).contains(&slot))?;
+    Some(
+        parsed
+            .iter()
+            .filter(|(_, _, node)| node == master)
+            .map(|&(first, last, _)| (first, last))
+            .collect(),
+    )
 }
 
 /// Checks a URL's scheme and syntax; `true` for TLS (`rediss://`).
@@ -379,6 +434,33 @@ mod tests {
             Target::cluster(&nodes, &tls, timeout).unwrap().kind(),
             "redis-cluster"
         );
+    }
+
+    #[test]
+    fn finds_every_range_of_a_slots_master() {
+        use redis::Value;
+        let node = |port: i64| {
+            Value::Array(vec![
+                Value::BulkString(b"127.0.0.1".to_vec()),
+                Value::Int(port),
+                Value::BulkString(format!("id{port}").into_bytes()),
+            ])
+        };
+        let range = |first: i64, last: i64, port: i64| {
+            Value::Array(vec![Value::Int(first), Value::Int(last), node(port)])
+        };
+        let reply = Value::Array(vec![
+            range(0, 5460, 7000),
+            range(5461, 10922, 7001),
+            range(10923, 16000, 7002),
+            range(16001, 16383, 7000),
+        ]);
+        assert_eq!(
+            master_ranges(&reply, 100),
+            Some(vec![(0, 5460), (16001, 16383)])
+        );
+        assert_eq!(master_ranges(&reply, 6000), Some(vec![(5461, 10922)]));
+        assert_eq!(master_ranges(&Value::Nil, 1), None);
     }
 
     #[test]
