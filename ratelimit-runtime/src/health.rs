@@ -139,16 +139,26 @@ impl Health {
                 .compare_exchange(PROBING, next, Ordering::AcqRel, Ordering::Relaxed);
     }
 
-    /// A check of part `part` the store answered: closes its breaker, and ends the outage
-    /// when no other part failed lately (at once with a single breaker).
-    pub(crate) fn succeeded(&self, part: impl FnOnce() -> usize) {
+    /// A check of part `part` the store answered (`probe`: the check was its probe): closes
+    /// its breaker, and ends the outage when no other part failed lately (at once with a
+    /// single breaker). A probe still in flight is left to end by itself.
+    pub(crate) fn succeeded(&self, part: impl FnOnce() -> usize, probe: bool) {
         let outage = self.outage_since.load(Ordering::Relaxed);
         if outage == 0 {
             return;
         }
         let breaker = self.breaker(part());
         breaker.down_since.store(0, Ordering::Relaxed);
-        breaker.next_probe.store(0, Ordering::Relaxed);
+        if probe {
+            breaker.next_probe.store(0, Ordering::Release);
+        } else {
+            let _ =
+                breaker
+                    .next_probe
+                    .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |current| {
+                        (current != PROBING).then_some(0)
+                    });
+        }
         let now = self.nanos();
         let quiet = self.breakers.len() == 1
             || now.saturating_sub(self.last_failure.load(Ordering::Relaxed))
@@ -200,9 +210,10 @@ impl Health {
                 "rate limit store unavailable; answering by the failure policy until it answers again"
             );
         }
+        let was_open = self.effectively_open(part, self.outage_since.load(Ordering::Relaxed));
         // Marked as opened now: never before the outage (which would read as closed), even
         // when failures race.
-        let opened_at = breaker.down_since.fetch_max(now, Ordering::AcqRel);
+        breaker.down_since.fetch_max(now, Ordering::AcqRel);
         // A failure of its own: it probes for itself from now on.
         breaker.leader.store(NO_LEADER, Ordering::Relaxed);
         let next = now.saturating_add(interval_nanos());
@@ -216,7 +227,24 @@ impl Health {
                         (current != PROBING).then_some(next)
                     });
         }
-        opened_at < self.outage_since.load(Ordering::Relaxed)
+        !was_open
+    }
+
+    /// Whether `part`'s breaker is open in the outage that began at `outage`: opened in it,
+    /// and not following a leader that has closed since.
+    fn effectively_open(&self, part: usize, outage: u64) -> bool {
+        let breaker = self.breaker(part);
+        if outage == 0 || breaker.down_since.load(Ordering::Relaxed) < outage {
+            return false;
+        }
+        let leader = breaker.leader.load(Ordering::Relaxed);
+        leader == NO_LEADER
+            || leader as usize == part
+            || self
+                .breaker(leader as usize)
+                .down_since
+                .load(Ordering::Relaxed)
+                >= outage
     }
 
     /// Opens, during the current outage, the breakers of the parts in `ranges` (a cluster
@@ -224,13 +252,15 @@ impl Health {
     /// master's other slots do not each wait a timeout to find out: they stay open while
     /// `leader` is, and close with it, without probes of their own.
     pub(crate) fn open_ranges(&self, ranges: &[(u16, u16)], leader: usize) {
-        let Ok(leader) = u32::try_from(leader) else {
-            return;
-        };
         let outage = self.outage_since.load(Ordering::Relaxed);
-        if outage == 0 {
+        // A late answer: the leader has closed since (or the outage ended), so its master is
+        // back.
+        if !self.effectively_open(leader, outage) {
             return;
         }
+        let Ok(leader_id) = u32::try_from(leader) else {
+            return;
+        };
         let now = self.nanos().max(1);
         let next = now.saturating_add(interval_nanos());
         for &(first, last) in ranges {
@@ -238,8 +268,8 @@ impl Health {
                 let Some(breaker) = self.breakers.get(part) else {
                     break;
                 };
-                if breaker.down_since.load(Ordering::Relaxed) < outage {
-                    breaker.leader.store(leader, Ordering::Relaxed);
+                if part != leader && !self.effectively_open(part, outage) {
+                    breaker.leader.store(leader_id, Ordering::Relaxed);
                     breaker.down_since.fetch_max(now, Ordering::AcqRel);
                     let _ = breaker.next_probe.fetch_update(
                         Ordering::AcqRel,
@@ -311,7 +341,7 @@ mod tests {
         assert!(matches!(health.route(|| 0), Route::Policy(_)));
         probe_due(&health, 0);
         assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
-        health.succeeded(|| 0);
+        health.succeeded(|| 0, true);
         assert!(!health.is_open());
         assert!(matches!(health.route(|| 0), Route::Store(None)));
     }
@@ -343,12 +373,12 @@ mod tests {
         assert!(matches!(health.route(|| 3), Route::Policy(_)));
         assert!(matches!(health.route(|| 4), Route::Store(None)));
         // Part 4 answering does not end the outage while part 3 failed lately.
-        health.succeeded(|| 4);
+        health.succeeded(|| 4, false);
         assert!(health.is_open());
         assert!(matches!(health.route(|| 3), Route::Policy(_)));
         // Once quiet, an answer ends it; part 3's breaker is then stale, and closed.
         health.last_failure.store(0, Ordering::Relaxed);
-        health.succeeded(|| 4);
+        health.succeeded(|| 4, false);
         assert!(!health.is_open());
         health.failed(5, &outage(), FailurePolicy::Closed, false);
         assert!(matches!(health.route(|| 3), Route::Store(None)));
@@ -378,13 +408,39 @@ mod tests {
         assert!(matches!(health.route(|| 100), Route::Policy(_)));
         assert!(matches!(health.route(|| 3), Route::Policy(_)));
         // The leader's answer closes them all.
-        health.succeeded(|| 3);
+        health.succeeded(|| 3, true);
         for part in [0, 5, 10, 100, 101] {
             assert!(
                 matches!(health.route(|| part), Route::Store(None)),
                 "{part}"
             );
         }
+    }
+
+    #[test]
+    fn a_late_lookup_does_not_reopen_a_recovered_master() {
+        let mut health = Health::new(16_384);
+        health.epoch -= Duration::from_secs(10);
+        health.failed(3, &outage(), FailurePolicy::Closed, false);
+        health.failed(200, &outage(), FailurePolicy::Closed, false); // another master
+        health.succeeded(|| 3, false);
+        health.open_ranges(&[(0, 10)], 3);
+        assert!(matches!(health.route(|| 5), Route::Store(None)));
+    }
+
+    #[test]
+    fn a_master_that_fails_again_opens_its_slots_again() {
+        let mut health = Health::new(16_384);
+        health.epoch -= Duration::from_secs(10);
+        health.failed(3, &outage(), FailurePolicy::Closed, false);
+        health.failed(200, &outage(), FailurePolicy::Closed, false); // keeps the outage going
+        health.open_ranges(&[(0, 10)], 3);
+        health.succeeded(|| 3, true);
+        // Slot 5 followed 3, which closed: a failure of 5 is a new opening (a new lookup).
+        assert!(health.failed(5, &outage(), FailurePolicy::Closed, false));
+        assert!(!health.failed(5, &outage(), FailurePolicy::Closed, false));
+        health.open_ranges(&[(0, 10)], 5);
+        assert!(matches!(health.route(|| 7), Route::Policy(_)));
     }
 
     #[test]

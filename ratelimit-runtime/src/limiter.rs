@@ -301,7 +301,7 @@ impl Limiter {
                     }
                 }
                 // Redis answered, even if with an error about this one key.
-                _ => health.succeeded(|| part),
+                _ => health.succeeded(|| part, probe.is_some()),
             }
             if let Some(end) = unanswered {
                 std::mem::forget(end);

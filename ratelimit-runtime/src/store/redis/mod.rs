@@ -188,8 +188,9 @@ impl RedisStore {
     }
 
     /// In a cluster, the slot ranges of the master that owns `part`'s slot (see
-    /// [`RedisStore::part`]), asked of the cluster within the timeout; `None` for a single
-    /// server, or when the cluster does not tell.
+    /// [`RedisStore::part`]), asked of up to three nodes, each within the timeout (four
+    /// timeouts in all, connecting included); `None` for a single server, or when the cluster
+    /// does not tell.
     pub(crate) async fn master_parts(&self, part: usize) -> Option<Vec<(u16, u16)>> {
         let Target::Cluster(_) = self.target else {
             return None;
@@ -200,10 +201,10 @@ impl RedisStore {
             self.connection(&runtime)
                 .await
                 .ok()?
-                .master_slots(slot)
+                .master_slots(slot, self.timeout)
                 .await
         };
-        tokio::time::timeout(self.timeout.saturating_mul(3), lookup)
+        tokio::time::timeout(self.timeout.saturating_mul(4), lookup)
             .await
             .ok()
             .flatten()

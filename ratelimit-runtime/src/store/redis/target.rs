@@ -144,7 +144,12 @@ impl Connection {
 
     /// In a cluster, the slot ranges of the master that owns `slot`, from `CLUSTER SLOTS`
     /// asked of any node; `None` for a single server or when no node tells.
-    pub(crate) async fn master_slots(&mut self, slot: u16) -> Option<Vec<(u16, u16)>> {
+    /// Each node asked gets `timeout` to answer.
+    pub(crate) async fn master_slots(
+        &mut self,
+        slot: u16,
+        timeout: Duration,
+    ) -> Option<Vec<(u16, u16)>> {
         use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
         let Connection::Cluster(connection) = self else {
             return None;
@@ -154,7 +159,8 @@ impl Connection {
             let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
             let mut command = redis::cmd("CLUSTER");
             command.arg("SLOTS");
-            if let Ok(reply) = connection.route_command(command, routing).await {
+            let asked = connection.route_command(command, routing);
+            if let Ok(Ok(reply)) = tokio::time::timeout(timeout, asked).await {
                 return master_ranges(&reply, slot);
             }
         }
