@@ -55,6 +55,22 @@ struct Breaker {
     leader: AtomicU32,
 }
 
+impl Breaker {
+    /// Lets the next probe start at `at`: when `probe`, the caller's probe ends; otherwise a
+    /// probe in flight is left to end by itself.
+    fn schedule_probe(&self, at: u64, probe: bool) {
+        if probe {
+            self.next_probe.store(at, Ordering::Release);
+        } else {
+            let _ = self
+                .next_probe
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |current| {
+                    (current != PROBING).then_some(at)
+                });
+        }
+    }
+}
+
 impl Default for Breaker {
     fn default() -> Self {
         Breaker {
@@ -149,16 +165,7 @@ impl Health {
         }
         let breaker = self.breaker(part());
         breaker.down_since.store(0, Ordering::Relaxed);
-        if probe {
-            breaker.next_probe.store(0, Ordering::Release);
-        } else {
-            let _ =
-                breaker
-                    .next_probe
-                    .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |current| {
-                        (current != PROBING).then_some(0)
-                    });
-        }
+        breaker.schedule_probe(0, probe);
         let now = self.nanos();
         let quiet = self.breakers.len() == 1
             || now.saturating_sub(self.last_failure.load(Ordering::Relaxed))
@@ -216,17 +223,7 @@ impl Health {
         breaker.down_since.fetch_max(now, Ordering::AcqRel);
         // A failure of its own: it probes for itself from now on.
         breaker.leader.store(NO_LEADER, Ordering::Relaxed);
-        let next = now.saturating_add(interval_nanos());
-        if probe {
-            breaker.next_probe.store(next, Ordering::Release);
-        } else {
-            let _ =
-                breaker
-                    .next_probe
-                    .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |current| {
-                        (current != PROBING).then_some(next)
-                    });
-        }
+        breaker.schedule_probe(now.saturating_add(interval_nanos()), probe);
         !was_open
     }
 
@@ -271,11 +268,7 @@ impl Health {
                 if part != leader && !self.effectively_open(part, outage) {
                     breaker.leader.store(leader_id, Ordering::Relaxed);
                     breaker.down_since.fetch_max(now, Ordering::AcqRel);
-                    let _ = breaker.next_probe.fetch_update(
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                        |current| (current != PROBING).then_some(next),
-                    );
+                    breaker.schedule_probe(next, false);
                 }
             }
         }

@@ -238,13 +238,13 @@ impl Limiter {
                 Route::Policy(error) => self.answer_by_policy(scope, key, rate, now_us, error),
             },
         };
-        #[cfg(feature = "metrics")]
-        crate::observe::checked(
+        observe(
             scope,
-            result.as_ref().ok().map(|decision| decision.allowed),
-            started.elapsed(),
+            key,
+            &result,
+            #[cfg(feature = "metrics")]
+            started,
         );
-        observe_decision(scope, key, &result);
         Ok(result)
     }
 
@@ -263,10 +263,6 @@ impl Limiter {
         now_us: Option<u64>,
         probe: Option<usize>,
     ) -> Result<Call, StoreError> {
-        let Store::Redis(store) = &self.inner.store else {
-            unreachable!("check_local answers every other store")
-        };
-        let part = probe.unwrap_or_else(|| store.part(key));
         // Ends the probe if the call is dropped unfinished (even before its first poll).
         let unanswered = probe.map(|part| EndProbe(self.clone(), part));
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -276,12 +272,15 @@ impl Limiter {
         let key = key.to_owned();
         let call = async move {
             let Store::Redis(store) = &limiter.inner.store else {
-                unreachable!("a Redis limiter's store is Redis")
+                unreachable!("check_local answers every other store")
             };
             let health = &limiter.inner.health;
             let outcome = store.check(&key, rate, now_us).await;
+            // The breaker the outcome is recorded against (worked out only when needed).
+            let part = || probe.unwrap_or_else(|| store.part(&key));
             match &outcome {
                 Err(error) if error.is_outage() => {
+                    let part = part();
                     let opened = health.failed(part, error, limiter.inner.policy, probe.is_some());
                     if opened && store.parts() > 1 {
                         // In a cluster: open the failed master's other slots too, once the
@@ -301,7 +300,7 @@ impl Limiter {
                     }
                 }
                 // Redis answered, even if with an error about this one key.
-                _ => health.succeeded(|| part, probe.is_some()),
+                _ => health.succeeded(part, probe.is_some()),
             }
             if let Some(end) = unanswered {
                 std::mem::forget(end);
@@ -328,13 +327,13 @@ impl Limiter {
             Ok(decision) => Ok(decision),
             Err(error) => self.answer_by_policy(scope, key, rate, now_us, error),
         };
-        #[cfg(feature = "metrics")]
-        crate::observe::checked(
+        observe(
             scope,
-            result.as_ref().ok().map(|decision| decision.allowed),
-            started.elapsed(),
+            key,
+            &result,
+            #[cfg(feature = "metrics")]
+            started,
         );
-        observe_decision(scope, key, &result);
         result
     }
 
@@ -419,9 +418,21 @@ impl Drop for Call {
     }
 }
 
-/// The event of a scoped check's decision: trace when admitted, debug when denied (with the key
-/// without its `scope:` prefix, and the retry-after). Checks by hand have none.
-fn observe_decision(scope: Option<&str>, key: &str, result: &Result<Decision, RateLimitError>) {
+/// Counts a check's answer in the metrics (feature `metrics`, timed from `started`) and, for
+/// a scoped check, emits its decision's event: trace when admitted, debug when denied (with
+/// the key without its `scope:` prefix, and the retry-after). Checks by hand have none.
+fn observe(
+    scope: Option<&str>,
+    key: &str,
+    result: &Result<Decision, RateLimitError>,
+    #[cfg(feature = "metrics")] started: std::time::Instant,
+) {
+    #[cfg(feature = "metrics")]
+    crate::observe::checked(
+        scope,
+        result.as_ref().ok().map(|decision| decision.allowed),
+        started.elapsed(),
+    );
     let (Some(scope), Ok(decision)) = (scope, result) else {
         return;
     };

@@ -267,9 +267,9 @@ fn check_tls(secure: bool, tls: &TlsSettings) -> Result<(), ConfigError> {
 fn check_pems(tls: &TlsSettings) -> Result<(), ConfigError> {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    fn certificates(pem: &[u8], what: &str) -> Result<(), ConfigError> {
+    fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
         match CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>() {
-            Ok(certificates) if !certificates.is_empty() => Ok(()),
+            Ok(certificates) if !certificates.is_empty() => Ok(certificates),
             _ => {
                 Err(format!("{what} holds no PEM certificate (-----BEGIN CERTIFICATE-----)").into())
             }
@@ -279,35 +279,29 @@ fn check_pems(tls: &TlsSettings) -> Result<(), ConfigError> {
         certificates(ca, "tls_ca_certificate")?;
     }
     if let Some((chain, key)) = &tls.client_identity {
-        certificates(chain, "tls_client_identity's certificate")?;
+        let chain = certificates(chain, "tls_client_identity's certificate")?;
         // Decoded, then loaded as the TLS handshake would (which checks its DER).
-        let loaded = PrivateKeyDer::from_pem_slice(key).ok().and_then(|key| {
-            rustls::crypto::ring::default_provider()
+        let provider = rustls::crypto::ring::default_provider();
+        let key = PrivateKeyDer::from_pem_slice(key).ok().filter(|key| {
+            provider
                 .key_provider
-                .load_private_key(key)
-                .ok()
+                .load_private_key(key.clone_key())
+                .is_ok()
         });
-        if loaded.is_none() {
+        let Some(key) = key else {
             return Err("tls_client_identity's key is not a PEM private key \
                         (-----BEGIN PRIVATE KEY-----, RSA or EC)"
                 .into());
-        }
-        // As the handshake will: the chain parses and the key is the certificate's.
-        let chain = CertificateDer::pem_slice_iter(chain).collect::<Result<Vec<_>, _>>();
-        let key = PrivateKeyDer::from_pem_slice(key);
-        let usable = match (chain, key) {
-            (Ok(chain), Ok(key)) => rustls::ClientConfig::builder_with_provider(
-                std::sync::Arc::new(rustls::crypto::ring::default_provider()),
-            )
+        };
+        // As the handshake will: the key is the certificate's.
+        let usable = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider))
             .with_safe_default_protocol_versions()
             .is_ok_and(|builder| {
                 builder
                     .with_root_certificates(rustls::RootCertStore::empty())
                     .with_client_auth_cert(chain, key)
                     .is_ok()
-            }),
-            _ => false,
-        };
+            });
         if !usable {
             return Err(
                 "tls_client_identity's certificate and key do not make a usable identity \
