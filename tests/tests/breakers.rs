@@ -12,9 +12,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use ratelimit_runtime::{FailurePolicy, Limiter, Rate, RateLimitError, StoreError};
+use ratelimit_runtime::{
+    DEFAULT_TIMEOUT, FailurePolicy, Limiter, Rate, RateLimitError, StoreError,
+};
 use tests::TestRedis;
 use tests::proxy::{Fault, FaultProxy};
+
+/// A limiter on `url` that fails closed, with `timeout`.
+async fn closed(url: &str, timeout: Duration) -> Limiter {
+    Limiter::builder()
+        .redis_url(url)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(timeout)
+        .build()
+        .await
+        .unwrap()
+}
 
 fn rate() -> Rate {
     Rate::new(1_000_000, Duration::from_secs(60)).unwrap()
@@ -30,14 +43,7 @@ fn a_check_outside_tokio_leaves_the_breaker_closed() {
         .enable_all()
         .build()
         .unwrap();
-    let limiter = rt.block_on(async {
-        Limiter::builder()
-            .redis_url(redis.url())
-            .failure_policy(FailurePolicy::Closed)
-            .build()
-            .await
-            .unwrap()
-    });
+    let limiter = rt.block_on(closed(redis.url(), DEFAULT_TIMEOUT));
     rt.block_on(async { limiter.check("warm", rate()).await.unwrap() });
     assert!(!limiter.is_degraded());
     // One check from a thread without a Tokio runtime.
@@ -132,13 +138,7 @@ impl Blackhole {
 async fn a_blackholed_connection_is_replaced() {
     let redis = TestRedis::start_private();
     let proxy = Blackhole::start(redis.address());
-    let limiter = Limiter::builder()
-        .redis_url(&proxy.url())
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(Duration::from_millis(100))
-        .build()
-        .await
-        .unwrap();
+    let limiter = closed(&proxy.url(), Duration::from_millis(100)).await;
     limiter.check("k", rate()).await.unwrap();
     proxy.blackhole_existing();
     // A fresh client through the same proxy is served at once.
@@ -167,13 +167,7 @@ async fn a_blackholed_connection_is_replaced() {
 async fn reconnections_leave_no_tasks_behind() {
     let redis = TestRedis::start_private();
     let proxy = FaultProxy::start(redis.address());
-    let limiter = Limiter::builder()
-        .redis_url(&proxy.url())
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(Duration::from_millis(200))
-        .build()
-        .await
-        .unwrap();
+    let limiter = closed(&proxy.url(), Duration::from_millis(200)).await;
     limiter.check("k", rate()).await.unwrap();
     let metrics = tokio::runtime::Handle::current().metrics();
     let before = metrics.num_alive_tasks();
@@ -221,13 +215,7 @@ async fn one_probe_at_a_time_under_contention() {
     let redis = TestRedis::start_private();
     let proxy = FaultProxy::start(redis.address());
     let timeout = Duration::from_millis(100);
-    let limiter = Limiter::builder()
-        .redis_url(&proxy.url())
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(timeout)
-        .build()
-        .await
-        .unwrap();
+    let limiter = closed(&proxy.url(), timeout).await;
     limiter.check("k", rate()).await.unwrap();
     proxy.set(Fault::Stall);
     let spans = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -279,12 +267,7 @@ async fn one_probe_at_a_time_under_contention() {
 #[tokio::test]
 async fn a_sorted_set_the_script_cannot_use_fails_alone() {
     let redis = TestRedis::start_private();
-    let limiter = Limiter::builder()
-        .redis_url(redis.url())
-        .failure_policy(FailurePolicy::Closed)
-        .build()
-        .await
-        .unwrap();
+    let limiter = closed(redis.url(), DEFAULT_TIMEOUT).await;
     let mut c = redis.connection().await;
     let () = redis::cmd("ZADD")
         .arg("ratelimit:poisoned")
@@ -305,12 +288,7 @@ async fn a_sorted_set_the_script_cannot_use_fails_alone() {
 #[tokio::test]
 async fn a_connection_the_server_closed_is_not_an_outage() {
     let redis = TestRedis::start_private();
-    let limiter = Limiter::builder()
-        .redis_url(redis.url())
-        .failure_policy(FailurePolicy::Closed)
-        .build()
-        .await
-        .unwrap();
+    let limiter = closed(redis.url(), DEFAULT_TIMEOUT).await;
     limiter.check("k", rate()).await.unwrap();
     // As the server's idle timeout does: every client connection but this one, closed.
     let mut c = redis.connection().await;
@@ -394,15 +372,7 @@ fn a_probe_dropped_with_its_runtime_does_not_keep_the_breaker_open() {
     let redis = TestRedis::start_private();
     let proxy = FaultProxy::start(redis.address());
     let main = current_thread();
-    let limiter = main.block_on(async {
-        Limiter::builder()
-            .redis_url(&proxy.url())
-            .failure_policy(FailurePolicy::Closed)
-            .timeout(Duration::from_millis(100))
-            .build()
-            .await
-            .unwrap()
-    });
+    let limiter = main.block_on(closed(&proxy.url(), Duration::from_millis(100)));
     main.block_on(async { limiter.check("k", rate()).await.unwrap() });
     proxy.set(Fault::Refuse);
     assert!(main.block_on(limiter.check("k", rate())).is_err());
@@ -439,13 +409,7 @@ async fn a_demoted_primary_is_an_outage_and_its_connection_is_dropped() {
     let old = TestRedis::start_private();
     let new = TestRedis::start_private();
     let proxy = FaultProxy::start(old.address());
-    let limiter = Limiter::builder()
-        .redis_url(&proxy.url())
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(Duration::from_millis(200))
-        .build()
-        .await
-        .unwrap();
+    let limiter = closed(&proxy.url(), Duration::from_millis(200)).await;
     limiter.check("k", rate()).await.unwrap();
     let () = redis::cmd("REPLICAOF")
         .arg("127.0.0.1")
@@ -485,12 +449,11 @@ async fn a_missing_acl_permission_is_an_outage() {
         .query_async(&mut redis.connection().await)
         .await
         .unwrap();
-    let limiter = Limiter::builder()
-        .redis_url(&format!("redis://rl:pw@{}/", redis.address()))
-        .failure_policy(FailurePolicy::Closed)
-        .build()
-        .await
-        .unwrap();
+    let limiter = closed(
+        &format!("redis://rl:pw@{}/", redis.address()),
+        DEFAULT_TIMEOUT,
+    )
+    .await;
     let error = limiter.check("k", rate()).await.unwrap_err();
     assert!(
         error.to_string().contains("can't run this command"),
