@@ -90,28 +90,32 @@ impl Future for Checking<'_> {
             this.done = true;
             return Poll::Ready(result);
         }
-        let key = this
-            .key
-            .take()
-            .expect("`Checking` polled after it completed");
         let now_us = match this.at.map(clock::micros_since_epoch).transpose() {
             Ok(now_us) => now_us,
             Err(error) => {
-                this.key = Some(key);
                 this.done = true;
                 return Poll::Ready(Err(error));
             }
         };
         let (limiter, scope, rate) = (this.limiter, this.scope, this.rate);
+        // Only the Redis path takes the key, and it was polled above.
+        let key = this.key.as_ref().expect("`Checking` holds its key");
+        let check = || limiter.check_local(scope, key.as_str(), rate, now_us);
         let span = Limiter::span(scope);
-        let probe = match span.in_scope(|| limiter.check_local(scope, key.as_str(), rate, now_us)) {
+        // A disabled span (no subscriber wants it) has nothing to enter.
+        let local = if span.is_disabled() {
+            check()
+        } else {
+            span.in_scope(check)
+        };
+        let probe = match local {
             Ok(result) => {
-                this.key = Some(key);
                 this.done = true;
                 return Poll::Ready(result);
             }
             Err(probe) => probe,
         };
+        let key = this.key.take().expect("`Checking` holds its key");
         let mut remote: Remote<'_> = Box::pin(
             async move {
                 #[cfg(feature = "metrics")]

@@ -28,7 +28,7 @@ pub(crate) fn micros_since_epoch(at: SystemTime) -> Result<u64, RateLimitError> 
 /// The wall clock now, in microseconds since the Unix epoch (0 if the clock reads before 1970).
 ///
 /// Read from the CPU's time-stamp counter (`quanta`, a few nanoseconds) and anchored to the
-/// system clock, per thread, every [`REANCHOR`]: the system clock itself (`clock_gettime`)
+/// system clock, per thread, every 10 ms: the system clock itself (`clock_gettime`)
 /// cost as much as the rest of an in-process check. Between anchors the reading drifts from
 /// the system clock by the counter's calibration error (parts per million: well under 1 µs in
 /// 10 ms); a re-anchoring may step it back by as much, which the stores already allow
@@ -36,27 +36,31 @@ pub(crate) fn micros_since_epoch(at: SystemTime) -> Result<u64, RateLimitError> 
 /// calibrates the counter against the OS clock (0.5 ms, at most 200 ms, once; governor pays
 /// the same); where the counter is unusable, `quanta` reads the OS clock instead.
 pub(crate) fn now_us() -> u64 {
-    let now = quanta::Instant::now();
-    ANCHOR.with(|anchor| {
-        let (wall, at) = anchor.get();
-        let elapsed = now.saturating_duration_since(at);
-        if wall != 0 && elapsed < REANCHOR {
-            return wall + elapsed.as_micros() as u64;
-        }
-        let wall = system_now_us();
-        anchor.set((wall, now));
-        wall
-    })
+    let counter = COUNTER.get_or_init(quanta::Clock::new);
+    let now = counter.raw();
+    let (wall, at) = ANCHOR.get();
+    // 0 when the counter reads earlier than the anchor (another core's counter, slightly
+    // behind): the time then stays at the anchor rather than stepping back.
+    let elapsed_ns = counter.delta_as_nanos(at, now);
+    if wall != 0 && elapsed_ns < REANCHOR_NS {
+        return wall + elapsed_ns / 1_000;
+    }
+    let wall = system_now_us();
+    ANCHOR.set((wall, now));
+    wall
 }
 
-/// How long a thread's reading of the counter stays anchored to one reading of the system
-/// clock.
-const REANCHOR: std::time::Duration = std::time::Duration::from_millis(10);
+/// How long (ns) a thread's reading of the counter stays anchored to one reading of the
+/// system clock.
+const REANCHOR_NS: u64 = 10_000_000;
+
+/// The counter, calibrated against the OS clock on first use.
+static COUNTER: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
 
 thread_local! {
-    /// The system clock (µs since the epoch; 0: not read yet) and the counter at that moment.
-    static ANCHOR: std::cell::Cell<(u64, quanta::Instant)> =
-        std::cell::Cell::new((0, quanta::Instant::now()));
+    /// The system clock (µs since the epoch; 0: not read yet) and the counter's raw reading
+    /// at that moment.
+    static ANCHOR: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// The system clock now, in microseconds since the Unix epoch (0 if it reads before 1970).

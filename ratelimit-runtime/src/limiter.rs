@@ -215,6 +215,7 @@ impl Limiter {
     /// misconfigured store, an open circuit breaker). Otherwise `Err(probe)`: the check goes
     /// to Redis ([`remote_call`](Limiter::remote_call)), as the probe of the open breaker
     /// of part `probe` when it is `Some`.
+    #[inline(always)]
     pub(crate) fn check_local(
         &self,
         scope: Option<&str>,
@@ -226,17 +227,14 @@ impl Limiter {
         let started = std::time::Instant::now();
         let result = match &self.inner.store {
             Store::Memory(store) => Ok(store.check(key, rate, now_us)),
-            Store::Misconfigured(reason) => {
-                let error = StoreError::Misconfigured(reason.clone());
-                self.inner
-                    .health
-                    .failed(0, &error, self.inner.policy, false);
-                self.answer_by_policy(scope, key, rate, now_us, error)
-            }
-            Store::Redis(store) => match self.inner.health.route(|| store.part(key)) {
-                Route::Store(probe) => return Err(probe),
-                Route::Policy(error) => self.answer_by_policy(scope, key, rate, now_us, error),
-            },
+            Store::Misconfigured(reason) => self.answer_misconfigured(
+                scope,
+                key,
+                rate,
+                now_us,
+                StoreError::Misconfigured(reason.clone()),
+            ),
+            Store::Redis(store) => self.route(scope, key, rate, now_us, store)?,
         };
         observe(
             scope,
@@ -246,6 +244,41 @@ impl Limiter {
             started,
         );
         Ok(result)
+    }
+
+    /// The answer of a misconfigured store (`error`): the failure policy's. Out of line (as
+    /// [`route`](Limiter::route)), so that the in-process check inlined into its future stays
+    /// small.
+    #[inline(never)]
+    fn answer_misconfigured(
+        &self,
+        scope: Option<&str>,
+        key: &str,
+        rate: Rate,
+        now_us: Option<u64>,
+        error: StoreError,
+    ) -> Result<Decision, RateLimitError> {
+        self.inner
+            .health
+            .failed(0, &error, self.inner.policy, false);
+        self.answer_by_policy(scope, key, rate, now_us, error)
+    }
+
+    /// A Redis check's route: `Err(probe)` when it goes to Redis, else the failure policy's
+    /// answer (its breaker is open).
+    #[inline(never)]
+    fn route(
+        &self,
+        scope: Option<&str>,
+        key: &str,
+        rate: Rate,
+        now_us: Option<u64>,
+        store: &RedisStore,
+    ) -> Result<Result<Decision, RateLimitError>, Option<usize>> {
+        match self.inner.health.route(|| store.part(key)) {
+            Route::Store(probe) => Err(probe),
+            Route::Policy(error) => Ok(self.answer_by_policy(scope, key, rate, now_us, error)),
+        }
     }
 
     /// The Redis call of a check: owning what it needs, so that when its caller stops waiting

@@ -156,6 +156,35 @@ on_both_stores! {
         assert!(store.at("wait", limit, T0 + 11 * SECOND).await.allowed);
     }
 
+    async fn admissions_out_of_order_answer_alike(store: &Store) {
+        // Explicit times out of order: an admission later than `now` counts, and sets
+        // `reset_after`, until it leaves its own window.
+        let limit = rate(3, Duration::from_secs(10));
+        let first = store.at("order", limit, T0 + 5 * SECOND).await;
+        assert_eq!(first.reset_after, Duration::from_secs(10));
+        let earlier = store.at("order", limit, T0 + 2 * SECOND).await;
+        assert!(earlier.allowed);
+        assert_eq!(earlier.remaining, 1);
+        // The newest admission (5 s) is 3 s ahead of this one.
+        assert_eq!(earlier.reset_after, Duration::from_secs(13));
+        let between = store.at("order", limit, T0 + 4 * SECOND).await;
+        assert!(between.allowed);
+        assert_eq!(between.reset_after, Duration::from_secs(11));
+        let denied = store.at("order", limit, T0 + 6 * SECOND).await;
+        assert!(!denied.allowed);
+        // The oldest (2 s) frees the window at 12 s; the newest (5 s) leaves at 15 s.
+        assert_eq!(denied.retry_after, Some(Duration::from_secs(6)));
+        assert_eq!(denied.reset_after, Duration::from_secs(9));
+        // Once every admission has left, an earlier time than any seen starts afresh.
+        let fresh = store.at("order", limit, T0 + 20 * SECOND).await;
+        assert!(fresh.allowed);
+        assert_eq!(fresh.remaining, 2);
+        assert_eq!(fresh.reset_after, Duration::from_secs(10));
+        let back = store.at("order", limit, T0 + 19 * SECOND).await;
+        assert!(back.allowed);
+        assert_eq!(back.reset_after, Duration::from_secs(11));
+    }
+
     async fn remaining_counts_down(store: &Store) {
         let limit = rate(3, Duration::from_secs(60));
         let first = store.at("countdown", limit, T0).await;
