@@ -50,8 +50,7 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
 //             );
 //             if let ::core::result::Result::Err(__ratelimit) = #krate::__private::check(
 //                 #krate::__private::global(), // or the `limiter` expression
-//                 __ratelimit.0,
-//                 __ratelimit.1,
+//                 __ratelimit, // moved whole: nothing of it is kept across the `.await`
 //                 const { #krate::Rate::new_const(5, #krate::__private::Duration::from_micros(60000000)) },
 //             )
 //             .await
@@ -173,7 +172,7 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
                     let #local: &'static ::core::primitive::str = #scope;
                     let #local = (#local, #key);
                     if let ::core::result::Result::Err(#local) =
-                        #krate::__private::check(#limiter, #local.0, #local.1, #rate).await
+                        #krate::__private::check(#limiter, #local, #rate).await
                     {
                         return #denied;
                     }

@@ -31,19 +31,28 @@ impl Key<'_> {
 type Remote<'a> =
     Pin<Box<dyn Future<Output = (Result<Decision, RateLimitError>, Key<'a>)> + Send + 'a>>;
 
-/// One check of `key` against `rate` by `limiter`, made when first polled.
+/// One check of a key against `rate` by `limiter`, made when first polled.
 pub(crate) struct Checking<'a> {
     limiter: &'a Limiter,
     /// The attribute's or the layer's scope: the span's field, the metrics' label, and the
     /// prefix stripped from a scoped key in the denial's debug event.
     scope: Option<&'a str>,
-    /// `None` while the Redis path owns it, or after an early error.
-    key: Option<Key<'a>>,
     rate: Rate,
     /// The time `check_at` gave (`None`: now), turned into µs when the check is made.
     at: Option<SystemTime>,
-    remote: Option<Remote<'a>>,
+    stage: Stage<'a>,
     done: bool,
+}
+
+/// Who holds the key: one field, so that the future stays small (it is moved into the
+/// caller's future, and its size is part of every in-process check's cost).
+enum Stage<'a> {
+    /// The check, before it is made, while it is made in process, and once it is over.
+    Key(Key<'a>),
+    /// The Redis path, until it answers with the key.
+    Remote(Remote<'a>),
+    /// Taken by the caller once the check was over.
+    Taken,
 }
 
 impl<'a> Checking<'a> {
@@ -58,17 +67,22 @@ impl<'a> Checking<'a> {
         Checking {
             limiter,
             scope,
-            key: Some(key),
             rate,
             at,
-            remote: None,
+            stage: Stage::Key(key),
             done: false,
         }
     }
 
     /// The key, once the check is over.
     pub(crate) fn take_key(&mut self) -> Option<Key<'a>> {
-        self.key.take()
+        if !self.done {
+            return None;
+        }
+        match std::mem::replace(&mut self.stage, Stage::Taken) {
+            Stage::Key(key) => Some(key),
+            Stage::Remote(_) | Stage::Taken => None,
+        }
     }
 
     /// The rate checked against.
@@ -83,13 +97,16 @@ impl Future for Checking<'_> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         assert!(!this.done, "a rate limit check polled after it completed");
-        if let Some(remote) = &mut this.remote {
-            let (result, key) = ready!(remote.as_mut().poll(cx));
-            this.remote = None;
-            this.key = Some(key);
-            this.done = true;
-            return Poll::Ready(result);
-        }
+        let key = match &mut this.stage {
+            Stage::Key(key) => &*key,
+            Stage::Remote(remote) => {
+                let (result, key) = ready!(remote.as_mut().poll(cx));
+                this.stage = Stage::Key(key);
+                this.done = true;
+                return Poll::Ready(result);
+            }
+            Stage::Taken => unreachable!("the key is taken only once the check is over"),
+        };
         let now_us = match this.at.map(clock::micros_since_epoch).transpose() {
             Ok(now_us) => now_us,
             Err(error) => {
@@ -98,8 +115,6 @@ impl Future for Checking<'_> {
             }
         };
         let (limiter, scope, rate) = (this.limiter, this.scope, this.rate);
-        // Only the Redis path takes the key, and it was polled above.
-        let key = this.key.as_ref().expect("`Checking` holds its key");
         let check = || limiter.check_local(scope, key.as_str(), rate, now_us);
         let span = Limiter::span(scope);
         // A disabled span (no subscriber wants it) has nothing to enter.
@@ -115,8 +130,10 @@ impl Future for Checking<'_> {
             }
             Err(probe) => probe,
         };
-        let key = this.key.take().expect("`Checking` holds its key");
-        let mut remote: Remote<'_> = Box::pin(
+        let Stage::Key(key) = std::mem::replace(&mut this.stage, Stage::Taken) else {
+            unreachable!("the key was borrowed from this stage above")
+        };
+        let remote: Remote<'_> = Box::pin(
             async move {
                 #[cfg(feature = "metrics")]
                 let started = std::time::Instant::now();
@@ -137,16 +154,7 @@ impl Future for Checking<'_> {
             }
             .instrument(span),
         );
-        match remote.as_mut().poll(cx) {
-            Poll::Ready((result, key)) => {
-                this.key = Some(key);
-                this.done = true;
-                Poll::Ready(result)
-            }
-            Poll::Pending => {
-                this.remote = Some(remote);
-                Poll::Pending
-            }
-        }
+        this.stage = Stage::Remote(remote);
+        Pin::new(this).poll(cx)
     }
 }

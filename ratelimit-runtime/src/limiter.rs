@@ -454,6 +454,7 @@ impl Drop for Call {
 /// Counts a check's answer in the metrics (feature `metrics`, timed from `started`) and, for
 /// a scoped check, emits its decision's event: trace when admitted, debug when denied (with
 /// the key without its `scope:` prefix, and the retry-after). Checks by hand have none.
+#[inline]
 fn observe(
     scope: Option<&str>,
     key: &str,
@@ -472,11 +473,18 @@ fn observe(
     if decision.allowed {
         tracing::trace!(scope, "rate limit admitted the call");
     } else {
-        let key = key
-            .strip_prefix(scope)
-            .and_then(|rest| rest.strip_prefix(':'));
-        tracing::debug!(scope, key, retry_after = ?decision.retry_after, "rate limit denied the call");
+        denial_event(scope, key, decision);
     }
+}
+
+/// The debug event of a denial, with the key stripped of its `scope:` prefix.
+#[cold]
+#[inline(never)]
+fn denial_event(scope: &str, key: &str, decision: &Decision) {
+    let key = key
+        .strip_prefix(scope)
+        .and_then(|rest| rest.strip_prefix(':'));
+    tracing::debug!(scope, key, retry_after = ?decision.retry_after, "rate limit denied the call");
 }
 
 impl fmt::Debug for Limiter {

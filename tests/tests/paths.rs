@@ -29,12 +29,11 @@ mod facade {
             /// As the runtime's.
             pub async fn check(
                 limiter: &Limiter,
-                scope: &'static str,
-                key: Option<String>,
+                scope_and_key: (&'static str, Option<String>),
                 rate: Rate,
             ) -> Result<(), RateLimitError> {
                 CHECKS.fetch_add(1, Ordering::SeqCst);
-                ratelimit_runtime::__private::check(limiter, scope, key, rate).await
+                ratelimit_runtime::__private::check(limiter, scope_and_key, rate).await
             }
         }
     }

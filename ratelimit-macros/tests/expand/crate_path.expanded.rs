@@ -11,8 +11,7 @@ async fn report() -> Result<(), my_app::Error> {
         let __ratelimit = (__ratelimit, ::core::option::Option::None);
         if let ::core::result::Result::Err(__ratelimit) = my_app::deps::ratelimit::__private::check(
                 my_app::deps::ratelimit::__private::global(),
-                __ratelimit.0,
-                __ratelimit.1,
+                __ratelimit,
                 const {
                     my_app::deps::ratelimit::Rate::new_const(
                         1000,

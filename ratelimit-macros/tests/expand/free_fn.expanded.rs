@@ -11,8 +11,7 @@ pub async fn say_hi() -> Result<&'static str, RateLimitError> {
         let __ratelimit = (__ratelimit, ::core::option::Option::None);
         if let ::core::result::Result::Err(__ratelimit) = ::ratelimit_runtime::__private::check(
                 ::ratelimit_runtime::__private::global(),
-                __ratelimit.0,
-                __ratelimit.1,
+                __ratelimit,
                 const {
                     ::ratelimit_runtime::Rate::new_const(
                         2,

@@ -20,8 +20,7 @@ where
         );
         if let ::core::result::Result::Err(__ratelimit) = ::ratelimit_runtime::__private::check(
                 ::ratelimit_runtime::__private::global(),
-                __ratelimit.0,
-                __ratelimit.1,
+                __ratelimit,
                 const {
                     ::ratelimit_runtime::Rate::new_const(
                         100,

@@ -21,8 +21,7 @@ impl Service {
             );
             if let ::core::result::Result::Err(__ratelimit) = ::ratelimit_runtime::__private::check(
                     &self.limiter,
-                    __ratelimit.0,
-                    __ratelimit.1,
+                    __ratelimit,
                     const {
                         ::ratelimit_runtime::Rate::new_const(
                             5,
