@@ -122,11 +122,12 @@ impl Future for Check<'_> {
     type Output = Result<(), RateLimitError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let answer = ready!(Pin::new(&mut self.checking).poll(cx));
-        // An admission reads `allowed` only; the rest is the out-of-line path's.
-        if let Ok(Decision { allowed: true, .. }) = &answer {
+        let answer = Pin::new(&mut self.checking).poll(cx);
+        // An admission reads `allowed` in place; the rest is the out-of-line path's.
+        if let Poll::Ready(Ok(Decision { allowed: true, .. })) = &answer {
             return Poll::Ready(Ok(()));
         }
+        let answer = ready!(answer);
         Poll::Ready(Err(self.error(answer)))
     }
 }
