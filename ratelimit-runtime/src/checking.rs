@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use tracing::Instrument as _;
 
 use crate::clock;
+use crate::limiter::Local;
 use crate::{Decision, Limiter, Rate, RateLimitError};
 
 /// A key a check borrows, or owns (the attribute's `scope:key`, built per call).
@@ -124,7 +125,11 @@ impl Future for Checking<'_> {
             span.in_scope(check)
         };
         let probe = match local {
-            Ok(result) => {
+            Ok(Local::InProcess(verdict)) => {
+                this.done = true;
+                return Poll::Ready(Ok(verdict.decision(rate)));
+            }
+            Ok(Local::Answered(result)) => {
                 this.done = true;
                 return Poll::Ready(result);
             }

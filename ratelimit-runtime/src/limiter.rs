@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use crate::checking::{Checking, Key};
 use crate::error::StoreError;
 use crate::health::{Health, Route};
-use crate::store::memory::MemoryStore;
+use crate::store::memory::{MemoryStore, Verdict};
 use crate::store::redis::{RedisStore, TlsSettings};
 use crate::{Decision, FailurePolicy, Rate, RateLimitError};
 
@@ -222,11 +222,22 @@ impl Limiter {
         key: &str,
         rate: Rate,
         now_us: Option<u64>,
-    ) -> Result<Result<Decision, RateLimitError>, Option<usize>> {
+    ) -> Result<Local, Option<usize>> {
         #[cfg(feature = "metrics")]
         let started = std::time::Instant::now();
         let result = match &self.inner.store {
-            Store::Memory(store) => Ok(store.check(key, rate, now_us)),
+            Store::Memory(store) => {
+                let verdict = store.verdict(key, rate, now_us);
+                observe(
+                    scope,
+                    key,
+                    Some(verdict.is_admitted()),
+                    || verdict.retry_after(),
+                    #[cfg(feature = "metrics")]
+                    started,
+                );
+                return Ok(Local::InProcess(verdict));
+            }
             Store::Misconfigured(reason) => self.answer_misconfigured(
                 scope,
                 key,
@@ -236,14 +247,14 @@ impl Limiter {
             ),
             Store::Redis(store) => self.route(scope, key, rate, now_us, store)?,
         };
-        observe(
+        observe_result(
             scope,
             key,
             &result,
             #[cfg(feature = "metrics")]
             started,
         );
-        Ok(result)
+        Ok(Local::Answered(result))
     }
 
     /// The answer of a misconfigured store (`error`): the failure policy's. Out of line (as
@@ -360,7 +371,7 @@ impl Limiter {
             Ok(decision) => Ok(decision),
             Err(error) => self.answer_by_policy(scope, key, rate, now_us, error),
         };
-        observe(
+        observe_result(
             scope,
             key,
             &result,
@@ -404,6 +415,15 @@ impl Limiter {
             FailurePolicy::Local => Ok(self.inner.fallback.check(key, rate, now_us)),
         }
     }
+}
+
+/// A check's answer without I/O ([`Limiter::check_local`]).
+pub(crate) enum Local {
+    /// The in-process store's, turned into a [`Decision`] where the check's future returns
+    /// it, so that the decision is written once (see [`Verdict`]).
+    InProcess(Verdict),
+    /// The failure policy's.
+    Answered(Result<Decision, RateLimitError>),
 }
 
 /// Ends the probe of a breaker part when dropped.
@@ -455,36 +475,53 @@ impl Drop for Call {
 /// a scoped check, emits its decision's event: trace when admitted, debug when denied (with
 /// the key without its `scope:` prefix, and the retry-after). Checks by hand have none.
 #[inline]
-fn observe(
+fn observe_result(
     scope: Option<&str>,
     key: &str,
     result: &Result<Decision, RateLimitError>,
     #[cfg(feature = "metrics")] started: std::time::Instant,
 ) {
-    #[cfg(feature = "metrics")]
-    crate::observe::checked(
+    let decision = result.as_ref().ok();
+    observe(
         scope,
-        result.as_ref().ok().map(|decision| decision.allowed),
-        started.elapsed(),
+        key,
+        decision.map(|decision| decision.allowed),
+        || decision.and_then(|decision| decision.retry_after),
+        #[cfg(feature = "metrics")]
+        started,
     );
-    let (Some(scope), Ok(decision)) = (scope, result) else {
+}
+
+/// [`observe_result`] of an answer that was `admitted` (`None`: an error), whose
+/// retry-after `retry_after` gives when denied.
+#[inline]
+fn observe(
+    scope: Option<&str>,
+    key: &str,
+    admitted: Option<bool>,
+    retry_after: impl FnOnce() -> Option<Duration>,
+    #[cfg(feature = "metrics")] started: std::time::Instant,
+) {
+    #[cfg(feature = "metrics")]
+    crate::observe::checked(scope, admitted, started.elapsed());
+    let (Some(scope), Some(admitted)) = (scope, admitted) else {
         return;
     };
-    if decision.allowed {
+    if admitted {
         tracing::trace!(scope, "rate limit admitted the call");
     } else {
-        denial_event(scope, key, decision);
+        denial_event(scope, key, retry_after());
     }
 }
 
 /// The debug event of a denial, with the key stripped of its `scope:` prefix.
 #[cold]
 #[inline(never)]
-fn denial_event(scope: &str, key: &str, decision: &Decision) {
+fn denial_event(scope: &str, key: &str, retry_after: Option<Duration>) {
     let key = key
         .strip_prefix(scope)
         .and_then(|rest| rest.strip_prefix(':'));
-    tracing::debug!(scope, key, retry_after = ?decision.retry_after, "rate limit denied the call");
+    tracing::debug!(scope, key, ?retry_after, "rate limit denied the call");
 }
 
 impl fmt::Debug for Limiter {

@@ -184,27 +184,39 @@ impl MemoryStore {
     /// Checks `key` against `rate` at `at` (microseconds since the Unix epoch; `None`: the
     /// wall clock) and records the call when it is admitted.
     pub(crate) fn check(&self, key: &str, rate: Rate, at: Option<u64>) -> Decision {
+        self.verdict(key, rate, at).decision(rate)
+    }
+
+    /// [`check`](MemoryStore::check), its answer in two words (returned in registers; the
+    /// caller builds the [`Decision`] where it keeps it).
+    #[inline]
+    pub(crate) fn verdict(&self, key: &str, rate: Rate, at: Option<u64>) -> Verdict {
         let wall = clock::now_us();
         let now = Now {
             at: at.unwrap_or(wall),
             wall,
         };
-        self.check_now(key, rate, now)
+        self.verdict_now(key, rate, now)
     }
 
+    #[cfg(test)]
     fn check_now(&self, key: &str, rate: Rate, now: Now) -> Decision {
+        self.verdict_now(key, rate, now).decision(rate)
+    }
+
+    fn verdict_now(&self, key: &str, rate: Rate, now: Now) -> Verdict {
         let hash = self.hash(key);
         let mut shard = self.shards[self.shard_index(hash)]
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let swept = shard.sweep_if_due(now);
-        let decision = shard.check(&self.hasher, hash, key, rate, now, self.shard_capacity);
+        let verdict = shard.check(&self.hasher, hash, key, rate, now, self.shard_capacity);
         drop(shard);
         if swept {
             self.sweep_another(now);
         }
-        decision.unwrap_or_else(|| self.deny_for_capacity(rate))
+        verdict.unwrap_or_else(|| self.deny_for_capacity(rate))
     }
 
     /// The hash of `key` (see [`hash`]).
@@ -220,7 +232,7 @@ impl MemoryStore {
 
     /// The answer to a new key whose shard is full.
     #[cold]
-    fn deny_for_capacity(&self, rate: Rate) -> Decision {
+    fn deny_for_capacity(&self, rate: Rate) -> Verdict {
         if self.capacity_denials.fetch_add(1, Ordering::Relaxed) == 0 {
             tracing::warn!(
                 max_keys = self.max_keys.map_or(0, NonZeroUsize::get),
@@ -229,7 +241,7 @@ impl MemoryStore {
                  are denied until tracked keys expire (logged once)"
             );
         }
-        Decision::denied(rate.threshold(), rate.period(), rate.period())
+        Verdict::denied(rate.period_us(), rate.period_us())
     }
 
     /// Sweeps the shard under the cursor, unless another caller holds it right now.
@@ -275,7 +287,7 @@ impl Shard {
         rate: Rate,
         now: Now,
         capacity: usize,
-    ) -> Option<Decision> {
+    ) -> Option<Verdict> {
         if let Some(entry) = self.logs.find_mut(hash, |entry| *entry.key == *key) {
             return Some(entry.log.check(rate, now));
         }
@@ -283,7 +295,7 @@ impl Shard {
             return None;
         }
         let mut log = Log::new();
-        let decision = log.check(rate, now);
+        let verdict = log.check(rate, now);
         self.soonest.at = self.soonest.at.min(log.expires_at);
         self.soonest.wall = self.soonest.wall.min(log.idle_at);
         let entry = Entry {
@@ -293,7 +305,7 @@ impl Shard {
         // When the table grows, it rehashes its keys (rarely: not worth 8 bytes per key).
         self.logs
             .insert_unique(hash, entry, |entry| self::hash(hasher, &entry.key));
-        Some(decision)
+        Some(verdict)
     }
 
     /// Sweeps a full shard, unless nothing can have expired or its last sweep for room was
@@ -360,7 +372,7 @@ impl Log {
         }
     }
 
-    fn check(&mut self, rate: Rate, now: Now) -> Decision {
+    fn check(&mut self, rate: Rate, now: Now) -> Verdict {
         let period = rate.period_us();
         let now_us = now.at;
         // The window is (now - period, now]: an admission at `t` counts while t + period > now.
@@ -386,21 +398,66 @@ impl Log {
             let newest = self.newest;
             self.expires_at = self.expires_at.max(newest.saturating_add(period));
             self.idle_at = self.idle_at.max(now.wall.saturating_add(period));
-            Decision::admitted(
-                threshold,
-                threshold - count - 1,
-                micros(newest + period - now_us),
-            )
+            Verdict::admitted(threshold - count - 1, newest + period - now_us)
         } else {
             // The count falls below the threshold when the admission at index
             // `count - threshold` (the oldest one, unless the log holds more) leaves.
             let freeing = self.admissions[(count - threshold) as usize];
             let newest = self.newest;
-            Decision::denied(
-                threshold,
-                micros(freeing + period - now_us),
-                micros(newest + period - now_us),
-            )
+            Verdict::denied(freeing + period - now_us, newest + period - now_us)
+        }
+    }
+}
+
+/// A check's answer in two words: small enough to travel in registers, so that the
+/// [`Decision`] is written once, where the caller keeps it (copying one right after it was
+/// written field by field costs a store-forwarding stall per copy).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Verdict {
+    /// Admitted: the admissions remaining (below 2^32). Denied: [`Verdict::DENIED`] plus
+    /// the retry-after in µs (below 2^62: periods are at most 100 years).
+    remaining_or_retry: u64,
+    /// µs until no admission is left in the window.
+    reset_after_us: u64,
+}
+
+impl Verdict {
+    const DENIED: u64 = 1 << 63;
+
+    fn admitted(remaining: u64, reset_after_us: u64) -> Verdict {
+        Verdict {
+            remaining_or_retry: remaining,
+            reset_after_us,
+        }
+    }
+
+    fn denied(retry_after_us: u64, reset_after_us: u64) -> Verdict {
+        Verdict {
+            remaining_or_retry: Verdict::DENIED | retry_after_us,
+            reset_after_us,
+        }
+    }
+
+    /// `true` when the call was admitted.
+    #[inline]
+    pub(crate) fn is_admitted(self) -> bool {
+        self.remaining_or_retry & Verdict::DENIED == 0
+    }
+
+    /// `None` when admitted; otherwise the time until the count falls below the threshold.
+    pub(crate) fn retry_after(self) -> Option<Duration> {
+        (!self.is_admitted()).then(|| micros(self.remaining_or_retry & !Verdict::DENIED))
+    }
+
+    /// The decision, against `rate` (the one checked).
+    #[inline]
+    pub(crate) fn decision(self, rate: Rate) -> Decision {
+        let reset_after = micros(self.reset_after_us);
+        if self.is_admitted() {
+            Decision::admitted(rate.threshold(), self.remaining_or_retry, reset_after)
+        } else {
+            let retry_after = micros(self.remaining_or_retry & !Verdict::DENIED);
+            Decision::denied(rate.threshold(), retry_after, reset_after)
         }
     }
 }
@@ -451,6 +508,30 @@ mod tests {
             store.check_now(&format!("fresh{}", i % 8), rate, at(3, 102));
         }
         assert_eq!(store.len(), 8);
+    }
+
+    /// A verdict carries every decision exactly, at the extremes of a rate too.
+    #[test]
+    fn verdicts_round_trip_to_decisions() {
+        let rate = Rate::new(u64::from(u32::MAX), Rate::MAX_PERIOD).unwrap();
+        let longest = rate.period_us();
+        let admitted = Verdict::admitted(u64::from(u32::MAX) - 1, longest);
+        assert!(admitted.is_admitted());
+        assert_eq!(admitted.retry_after(), None);
+        assert_eq!(
+            admitted.decision(rate),
+            Decision::admitted(rate.threshold(), rate.threshold() - 1, rate.period())
+        );
+        let denied = Verdict::denied(longest, longest);
+        assert!(!denied.is_admitted());
+        assert_eq!(denied.retry_after(), Some(rate.period()));
+        assert_eq!(
+            denied.decision(rate),
+            Decision::denied(rate.threshold(), rate.period(), rate.period())
+        );
+        let soon = Verdict::denied(0, 1).decision(rate);
+        assert_eq!(soon.retry_after, Some(Duration::ZERO));
+        assert_eq!(soon.reset_after, Duration::from_micros(1));
     }
 
     #[test]
