@@ -6,7 +6,7 @@
 //! random (all denied: the steady state of a limited key). Memory per key: for the in-process
 //! store, the bytes the store holds (a counting allocator); for Redis, the growth of
 //! `used_memory` (`INFO memory`) and `MEMORY USAGE` of one key. Redis is filled with `ZADD`s
-//! of the members and scores the script writes (32-hex-digit members, microsecond scores),
+//! of the members and scores the script writes (22-character members, microsecond scores),
 //! pipelined, since a million checks through the script would take minutes.
 //!
 //! Settings: `BENCH_REDIS_URL` (unset: a private `redis-server`), `BENCH_SCALING_CHECKS`
@@ -217,7 +217,7 @@ async fn redis_row(
             let mut zadd = redis::cmd("ZADD");
             zadd.arg(&full);
             for i in 0..batch {
-                zadd.arg(start_us + sent + i).arg(format!("{member:032x}"));
+                zadd.arg(start_us + sent + i).arg(format!("{member:022}"));
                 member += 1;
             }
             pipe.add_command(zadd).ignore();
