@@ -118,8 +118,9 @@ impl Future for Checking<'_> {
         let (limiter, scope, rate) = (this.limiter, this.scope, this.rate);
         let check = || limiter.check_local(scope, key.as_str(), rate, now_us);
         let span = Limiter::span(scope);
-        // A disabled span (no subscriber wants it) has nothing to enter.
-        let local = if span.is_disabled() {
+        // A span no subscriber wants (and no `log` logger, with tracing's `log` feature) is
+        // `Span::none()`, with nothing to enter.
+        let local = if span.is_none() {
             check()
         } else {
             span.in_scope(check)

@@ -18,11 +18,11 @@
 -- Denied calls are not recorded. Numbers go to redis.call as Lua numbers, which Redis writes
 -- with '%.17g' (exact), never through tostring (14 significant digits; scores need 16). Where
 -- text is at hand it goes instead, sparing that '%.17g': the score as ARGV[4] or TIME's two
--- fields joined, ranks as constants or through string.format('%d') (exact: ranks are below
--- 2^31, the least a C long holds). Each redis.call costs about as much as a cheap command, so
--- the usual paths make few: an admission 7 (TIME, ZREMRANGEBYSCORE, ZCARD, ZADD, ZRANGE of the
--- last member, PTTL, PEXPIRE; 5 into an empty set), a denial 6 (TIME, ZREMRANGEBYSCORE, ZCARD,
--- ZSCORE, two ZRANGEs; one ZRANGE at threshold 1).
+-- fields joined, ranks as constants or through string.format('%d') (exact wherever a C long
+-- has 64 bits, as on every platform Redis supports; ranks stay below 2^32). Each redis.call
+-- costs about as much as a cheap command, so the usual paths make few: an admission 7 (TIME,
+-- ZREMRANGEBYSCORE, ZCARD, ZADD, ZRANGE of the last member, PTTL, PEXPIRE; 5 into an empty
+-- set), a denial 6 (TIME, ZREMRANGEBYSCORE, ZCARD, ZSCORE, two ZRANGEs; one at threshold 1).
 -- Requires Redis >= 5 (TIME before a write needs effects replication, the default since 5).
 
 local key = KEYS[1]
@@ -32,7 +32,7 @@ local score = ARGV[4]
 local now = tonumber(score)
 if now == nil then
   local time = redis.call('TIME')
-  local micros = time[2]
+  local micros = tostring(time[2])
   score = time[1] .. string.sub('00000', #micros) .. micros
   now = tonumber(time[1]) * 1000000 + tonumber(micros)
 end
