@@ -6,11 +6,12 @@
 #   bash benches/run.sh                  # everything, a private redis-server per binary
 #   BENCH_REDIS_URL=redis://127.0.0.1:6379/ bash benches/run.sh   # against your server
 #
-# JSON lines go to stdout and to $BENCH_OUT (default target/bench-results/*.jsonl); progress,
+# JSON lines go to stdout and to $BENCH_OUT (default $CARGO_TARGET_DIR or target, then
+# bench-results/*.jsonl); progress,
 # criterion's report and the tables go to stderr. Settings: see BENCHMARKS.md (BENCH_*).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${BENCH_OUT:-target/bench-results}
+out=${BENCH_OUT:-${CARGO_TARGET_DIR:-target}/bench-results}
 mkdir -p "$out"
 
 {
