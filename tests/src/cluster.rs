@@ -458,36 +458,31 @@ impl TestCluster {
 
     /// Starts one node, on other ports when its ports turn out to be taken.
     fn start_node(&self) -> Node {
-        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+        let binary = crate::redis_server_binary();
         let mut failures = Vec::new();
         for _ in 0..10 {
             let port = cluster_port();
             let log = self.directory.join(format!("node-{port}.log"));
-            let spawned = Command::new(&binary)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes"])
-                .arg("--cluster-config-file")
-                .arg(self.directory.join(format!("nodes-{port}.conf")))
-                .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
-                .args(["--cluster-require-full-coverage", "no"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&self.directory)
-                .arg("--logfile")
-                .arg(&log)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            let mut child = match spawned {
-                Ok(child) => child,
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
-                    "`{binary}` was not found: the Redis Cluster tests need a redis-server \
-                     binary. Install it (Debian/Ubuntu: `apt-get install -y redis-server`) or \
-                     set REDIS_SERVER to its path"
-                ),
-                Err(error) => panic!("could not run `{binary}`: {error}"),
-            };
+            let mut child = crate::spawn_or_explain(
+                Command::new(&binary)
+                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                    .args(["--cluster-enabled", "yes"])
+                    .arg("--cluster-config-file")
+                    .arg(self.directory.join(format!("nodes-{port}.conf")))
+                    .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+                    .args(["--cluster-require-full-coverage", "no"])
+                    .args(["--save", "", "--appendonly", "no"])
+                    .arg("--dir")
+                    .arg(&self.directory)
+                    .arg("--logfile")
+                    .arg(&log)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
+                &binary,
+                "the Redis Cluster tests need a redis-server binary. Install it (Debian/Ubuntu: \
+                 `apt-get install -y redis-server`) or set REDIS_SERVER to its path",
+            );
             let address = SocketAddr::from(([127, 0, 0, 1], port));
             let deadline = Instant::now() + Duration::from_secs(10);
             let failure = loop {
@@ -527,28 +522,24 @@ impl TestCluster {
         let output_path = self.directory.join("create.out");
         let output = std::fs::File::create(&output_path).expect("create redis-cli's output file");
         let errors = output.try_clone().expect("share redis-cli's output file");
-        let spawned = Command::new(&binary)
-            .arg("--cluster")
-            .arg("create")
-            .args(
-                self.nodes
-                    .iter()
-                    .map(|node| format!("127.0.0.1:{}", node.port)),
-            )
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdin(Stdio::null())
-            .stdout(output)
-            .stderr(errors)
-            .spawn();
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
-                "`{binary}` was not found: the Redis Cluster tests need redis-cli to form the \
-                 cluster. Install it (Debian/Ubuntu: `apt-get install -y redis-server`, which \
-                 brings redis-tools) or set REDIS_CLI to its path"
-            ),
-            Err(error) => panic!("could not run `{binary}`: {error}"),
-        };
+        let mut child = crate::spawn_or_explain(
+            Command::new(&binary)
+                .arg("--cluster")
+                .arg("create")
+                .args(
+                    self.nodes
+                        .iter()
+                        .map(|node| format!("127.0.0.1:{}", node.port)),
+                )
+                .args(["--cluster-replicas", "0", "--cluster-yes"])
+                .stdin(Stdio::null())
+                .stdout(output)
+                .stderr(errors),
+            &binary,
+            "the Redis Cluster tests need redis-cli to form the cluster. Install it \
+             (Debian/Ubuntu: `apt-get install -y redis-server`, which brings redis-tools) or set \
+             REDIS_CLI to its path",
+        );
         let deadline = Instant::now() + FORM_DEADLINE;
         let status = loop {
             if let Ok(Some(status)) = child.try_wait() {

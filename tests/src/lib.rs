@@ -64,24 +64,22 @@ impl TestRedis {
     ///
     /// When no `redis-server` binary can be found.
     pub fn start_on(port: u16) -> Result<TestRedis, String> {
-        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-        let spawned = Command::new(&binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
-                "`{binary}` was not found: the Redis tests need a redis-server binary. Install \
-                 it (Debian/Ubuntu: `apt-get install -y redis-server`), set REDIS_SERVER to its \
-                 path, or set {URL_VARIABLE}=redis://host:port/ to use a running server"
+        let binary = redis_server_binary();
+        let mut child = spawn_or_explain(
+            Command::new(&binary)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .args(["--dir", &std::env::temp_dir().to_string_lossy()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+            &binary,
+            &format!(
+                "the Redis tests need a redis-server binary. Install it (Debian/Ubuntu: \
+                 `apt-get install -y redis-server`), set REDIS_SERVER to its path, or set \
+                 {URL_VARIABLE}=redis://host:port/ to use a running server"
             ),
-            Err(error) => panic!("could not run `{binary}`: {error}"),
-        };
+        );
         let address = SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -205,6 +203,27 @@ pub(crate) fn ephemeral_port_floor() -> u16 {
         .ok()
         .and_then(|range| range.split_whitespace().next()?.parse().ok())
         .unwrap_or(32_768)
+}
+
+/// The `redis-server` binary the harness runs: `REDIS_SERVER`, else the one on the `PATH`.
+pub(crate) fn redis_server_binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// Spawns `command`, which runs `binary`.
+///
+/// # Panics
+///
+/// When `binary` cannot be run; when it is missing, with "`binary` was not found: `missing`"
+/// (`missing`: what needs it and how to get it).
+pub(crate) fn spawn_or_explain(command: &mut Command, binary: &str, missing: &str) -> Child {
+    match command.spawn() {
+        Ok(child) => child,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            panic!("`{binary}` was not found: {missing}")
+        }
+        Err(error) => panic!("could not run `{binary}`: {error}"),
+    }
 }
 
 /// A key prefix no other test (or run) uses: `test:<pid>:<n>:<name>:`.

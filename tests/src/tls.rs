@@ -562,24 +562,19 @@ fn authenticated_ping(address: SocketAddr, user_password: &str, default_password
 ///
 /// When the binary cannot be found or run.
 fn spawn_server(args: &[String], dir: &TempDir) -> Child {
-    let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+    let binary = crate::redis_server_binary();
     let log = fs::File::create(dir.log_path()).expect("create the redis-server log file");
     let log_too = log.try_clone().expect("clone the log file handle");
-    let spawned = Command::new(&binary)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_too)
-        .spawn();
-    match spawned {
-        Ok(child) => child,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
-            "`{binary}` was not found: the TLS and ACL tests need a redis-server binary (built \
-             with TLS). Install it (Debian/Ubuntu: `apt-get install -y redis-server`) or set \
-             REDIS_SERVER to its path"
-        ),
-        Err(error) => panic!("could not run `{binary}`: {error}"),
-    }
+    crate::spawn_or_explain(
+        Command::new(&binary)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_too),
+        &binary,
+        "the TLS and ACL tests need a redis-server binary (built with TLS). Install it \
+         (Debian/Ubuntu: `apt-get install -y redis-server`) or set REDIS_SERVER to its path",
+    )
 }
 
 /// The error for a server that exited while starting; a panic when the reason is that it was
