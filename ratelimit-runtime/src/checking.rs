@@ -28,6 +28,12 @@ impl Key<'_> {
     }
 }
 
+/// The key of a scoped check without its `scope:` prefix (`None`: it has none, as the key of
+/// an attribute without `key`, which is the scope itself).
+pub(crate) fn unscoped<'k>(scope: &str, key: &'k str) -> Option<&'k str> {
+    key.strip_prefix(scope)?.strip_prefix(':')
+}
+
 /// The Redis path of a check: its answer, and the key back.
 type Remote<'a> =
     Pin<Box<dyn Future<Output = (Result<Decision, RateLimitError>, Key<'a>)> + Send + 'a>>;

@@ -518,9 +518,7 @@ fn observe(
 #[cold]
 #[inline(never)]
 fn denial_event(scope: &str, key: &str, retry_after: Option<Duration>) {
-    let key = key
-        .strip_prefix(scope)
-        .and_then(|rest| rest.strip_prefix(':'));
+    let key = crate::checking::unscoped(scope, key);
     tracing::debug!(scope, key, ?retry_after, "rate limit denied the call");
 }
 

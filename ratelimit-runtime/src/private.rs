@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::checking::{Checking, Key};
+use crate::checking::{Checking, Key, unscoped};
 use crate::error::Denied;
 use crate::{Decision, Limiter, Rate, RateLimitError};
 
@@ -144,10 +144,7 @@ impl Check<'_> {
         // `scope:key` becomes `key` in place; without a key, the key was the scope.
         let key = match self.checking.take_key() {
             Some(Key::Owned(mut scoped)) => {
-                let key_len = scoped
-                    .strip_prefix(self.scope)
-                    .and_then(|rest| rest.strip_prefix(':'))
-                    .map(str::len);
+                let key_len = unscoped(self.scope, &scoped).map(str::len);
                 if let Some(key_len) = key_len {
                     scoped.drain(..scoped.len() - key_len);
                 }
