@@ -783,4 +783,26 @@ mod tests {
         check::<Limiter>();
         assert_eq!(std::mem::size_of::<Limiter>(), std::mem::size_of::<usize>());
     }
+
+    /// The check futures' sizes, pinned: each is moved into its caller's future, and its size
+    /// is part of every in-process check's cost (see BENCHMARKS.md), so a change that grows
+    /// them must say so here.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn check_futures_keep_their_size() {
+        let limiter = Limiter::memory();
+        let rate = Rate::new(1, Duration::from_secs(60)).unwrap();
+        let check = limiter.check("k", rate);
+        let check_at = limiter.check_at("k", rate, SystemTime::UNIX_EPOCH);
+        let attribute = crate::__private::check(&limiter, ("scope", None), rate);
+        eprintln!(
+            "check {}, check_at {}, __private::Check {}",
+            std::mem::size_of_val(&check),
+            std::mem::size_of_val(&check_at),
+            std::mem::size_of_val(&attribute)
+        );
+        assert_eq!(std::mem::size_of_val(&check), 88);
+        assert_eq!(std::mem::size_of_val(&check_at), 88);
+        assert_eq!(std::mem::size_of::<crate::__private::Check<'_>>(), 104);
+    }
 }
