@@ -3,9 +3,9 @@
 //! with `Retry-After`, `RateLimit-Policy`, `RateLimit` and a problem+json body, as
 //! `hello_axum`.
 //!
-//! `cargo run -p examples --example hello_actix` (listens on 127.0.0.1, on `PORT` or a free
-//! port; in process, or through Redis when `REDIS_URL` is set), then call it three times:
-//! `curl -i -H 'X-User-Id: alice' http://127.0.0.1:<port>/hello/sayHi`.
+//! `cargo run -p examples --features actix-web --example hello_actix` (listens on 127.0.0.1, on
+//! `PORT` or a free port; in process, or through Redis when `REDIS_URL` is set), then call it
+//! three times: `curl -i -H 'X-User-Id: alice' http://127.0.0.1:<port>/hello/sayHi`.
 
 use actix_web::{App, HttpServer};
 

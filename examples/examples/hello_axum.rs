@@ -2,9 +2,9 @@
 //! `X-User-Id` or query `user`) and URI; the third call within 30 s gets a 429 with
 //! `Retry-After`, `RateLimit-Policy`, `RateLimit` and a problem+json body.
 //!
-//! `cargo run -p examples --example hello_axum` (listens on 127.0.0.1, on `PORT` or a free
-//! port; in process, or through Redis when `REDIS_URL` is set), then call it three times:
-//! `curl -i -H 'X-User-Id: alice' http://127.0.0.1:<port>/hello/sayHi`.
+//! `cargo run -p examples --features axum --example hello_axum` (listens on 127.0.0.1, on
+//! `PORT` or a free port; in process, or through Redis when `REDIS_URL` is set), then call it
+//! three times: `curl -i -H 'X-User-Id: alice' http://127.0.0.1:<port>/hello/sayHi`.
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {

@@ -1,9 +1,9 @@
 //! A whole router limited per client IP by the tower layer: 5 requests per 10 s over all
 //! routes; the sixth gets a 429. Admitted responses carry `RateLimit-Policy` and `RateLimit`.
 //!
-//! `cargo run -p examples --example router_layer` (listens on 127.0.0.1, on `PORT` or a free
-//! port; `TRUSTED_PROXIES=10.0.0.0/8,127.0.0.1` believes `X-Forwarded-For` from those), then
-//! `curl -i http://127.0.0.1:<port>/`.
+//! `cargo run -p examples --features axum --example router_layer` (listens on 127.0.0.1, on
+//! `PORT` or a free port; `TRUSTED_PROXIES=10.0.0.0/8,127.0.0.1` believes `X-Forwarded-For`
+//! from those), then `curl -i http://127.0.0.1:<port>/`.
 
 use std::net::SocketAddr;
 

@@ -1,9 +1,14 @@
 //! Examples of `ratelimit-runtime`: see `examples/`. The HTTP examples keep their routers here,
-//! so that the end-to-end tests in `tests/` serve the very same apps.
+//! so that the end-to-end tests in `tests/` serve the very same apps; they are behind the
+//! features `axum` and `actix-web`, so that the quickstart builds without those frameworks.
 
+#[cfg(feature = "actix-web")]
 pub mod hello_actix;
+#[cfg(feature = "axum")]
 pub mod hello_axum;
+#[cfg(feature = "axum")]
 pub mod router_layer;
+#[cfg(any(feature = "axum", feature = "actix-web"))]
 pub mod user;
 
 use std::net::SocketAddr;
