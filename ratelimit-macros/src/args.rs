@@ -19,20 +19,14 @@ use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, Ident, Lit, LitFloat, LitInt, LitStr, Path, Token, UnOp};
 
+use crate::{duration, suggest};
+
 /// The largest threshold, `2^32 - 1` (`Rate::MAX_THRESHOLD` in the runtime).
 const MAX_THRESHOLD: u128 = u32::MAX as u128;
 /// The shortest period in microseconds, 1 ms (`Rate::MIN_PERIOD`).
 const MIN_PERIOD_US: u128 = 1_000;
 /// The longest period in microseconds, 100 Julian years (`Rate::MAX_PERIOD`).
 const MAX_PERIOD_US: u128 = 3_155_760_000 * 1_000_000;
-
-/// The units of a duration string, with their length in microseconds.
-const UNITS: [(&str, u128); 4] = [
-    ("h", 3_600_000_000),
-    ("m", 60_000_000),
-    ("s", 1_000_000),
-    ("ms", 1_000),
-];
 
 /// The arguments, in the order the error messages list them, with an example of each.
 const ARGUMENTS: [(&str, &str); 6] = [
@@ -235,21 +229,9 @@ fn error(tokens: impl ToTokens, message: impl Display) -> syn::Error {
 /// "unknown argument `x`", with the closest valid argument or, when none is close, the list.
 fn unknown_argument(name: &Ident) -> syn::Error {
     let text = name.to_string();
-    let lower = text.to_lowercase();
     // A synonym first (`limit` means `threshold` more often than `limiter`), then the nearest
-    // name within rustc's distance for typos, a third of the name's length.
-    let closest = SYNONYMS
-        .iter()
-        .find(|(word, _)| *word == lower)
-        .map(|(_, known)| *known)
-        .or_else(|| {
-            ARGUMENTS
-                .iter()
-                .map(|(known, _)| (*known, edit_distance(&lower, known)))
-                .filter(|(known, distance)| *distance <= known.len().max(3) / 3)
-                .min_by_key(|(_, distance)| *distance)
-                .map(|(known, _)| known)
-        });
+    // name.
+    let closest = suggest::closest(&text, ARGUMENTS.iter().map(|(known, _)| *known), &SYNONYMS);
     let message = match closest {
         Some(known) => format!("unknown argument `{text}`; did you mean `{known}`?"),
         None => {
@@ -266,21 +248,6 @@ fn unknown_argument(name: &Ident) -> syn::Error {
     error(name, message)
 }
 
-/// The Levenshtein distance between two short ASCII-ish strings.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
-}
-
 /// Removes the invisible groups a `macro_rules!` fragment (`$period:expr`) is wrapped in.
 fn strip_groups(expr: Expr) -> Expr {
     match expr {
@@ -294,7 +261,7 @@ fn period(value: &Expr) -> syn::Result<u64> {
     let us = match value {
         Expr::Lit(lit) => match &lit.lit {
             Lit::Int(int) => period_seconds(int)?,
-            Lit::Str(text) => duration_us(&text.value()).map_err(|reason| {
+            Lit::Str(text) => duration::parse(&text.value()).map_err(|reason| {
                 error(text, format!("invalid `period` {}: {reason}", text.token()))
             })?,
             Lit::Float(float) => return Err(fractional_seconds(float)),
@@ -321,7 +288,7 @@ fn period_type(value: &Expr) -> syn::Error {
 
 fn period_seconds(int: &LitInt) -> syn::Result<u128> {
     let suffix = int.suffix();
-    if UNITS.iter().any(|(unit, _)| *unit == suffix) {
+    if duration::UNITS.iter().any(|(unit, _)| *unit == suffix) {
         return Err(error(
             int,
             format!(
@@ -345,7 +312,8 @@ fn period_seconds(int: &LitInt) -> syn::Result<u128> {
 }
 
 fn fractional_seconds(float: &LitFloat) -> syn::Error {
-    let suggestion = decimal_us(float.base10_digits(), 1_000_000).and_then(suggest);
+    let suggestion =
+        duration::decimal_us(float.base10_digits(), 1_000_000).and_then(duration::suggest);
     let message = match suggestion {
         Some(text) => format!("`period` takes whole seconds; write `period = \"{text}\"`"),
         None => "`period` takes whole seconds or a duration string of whole milliseconds, \
@@ -363,116 +331,6 @@ fn period_in_range(us: u128) -> Result<u64, &'static str> {
         return Err("`period` must be at most 100 years (3155760000 s)");
     }
     Ok(u64::try_from(us).expect("bounded by MAX_PERIOD_US"))
-}
-
-/// A duration string, `<integer><unit>` with no space, in microseconds (not range-checked).
-fn duration_us(text: &str) -> Result<u128, String> {
-    let digits_end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, rest) = text.split_at(digits_end);
-    if digits.is_empty() {
-        return Err(
-            "expected an integer followed by a unit (`ms`, `s`, `m` or `h`), e.g. \"1500ms\""
-                .to_owned(),
-        );
-    }
-    if rest.starts_with('.') {
-        let unit_start = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (fraction, unit) = rest.split_at(unit_start);
-        let suggestion = unit_us(unit)
-            .and_then(|per| decimal_us(&format!("{digits}{fraction}"), per))
-            .and_then(suggest);
-        return Err(match suggestion {
-            Some(text) => format!("fractions are not supported; write \"{text}\""),
-            None => "fractions are not supported; use a smaller unit, e.g. \"1500ms\"".to_owned(),
-        });
-    }
-    let unit = rest.trim();
-    let spaced = unit.len() != rest.len();
-    if unit.is_empty() {
-        return Err(format!(
-            "missing unit; write \"{digits}s\" (units: `ms`, `s`, `m`, `h`)"
-        ));
-    }
-    let Some(per_unit) = unit_us(unit) else {
-        let hint = unit_synonym(unit).map_or_else(String::new, |known| {
-            format!(" (did you mean \"{digits}{known}\"?)")
-        });
-        return Err(format!(
-            "unknown unit `{unit}`; expected `ms`, `s`, `m` or `h` right after the number{hint}"
-        ));
-    };
-    if spaced {
-        return Err(format!(
-            "no space is allowed in a duration; write \"{digits}{unit}\""
-        ));
-    }
-    // Digits beyond u128 are far beyond 100 years: saturate, then the range check reports it.
-    let count = digits.parse::<u128>().unwrap_or(u128::MAX);
-    Ok(count.saturating_mul(per_unit))
-}
-
-fn unit_us(unit: &str) -> Option<u128> {
-    UNITS
-        .iter()
-        .find(|(known, _)| *known == unit)
-        .map(|(_, us)| *us)
-}
-
-fn unit_synonym(unit: &str) -> Option<&'static str> {
-    match unit.to_lowercase().as_str() {
-        "msec" | "msecs" | "millis" | "millisecond" | "milliseconds" => Some("ms"),
-        "sec" | "secs" | "second" | "seconds" => Some("s"),
-        "min" | "mins" | "minute" | "minutes" => Some("m"),
-        "hr" | "hrs" | "hour" | "hours" => Some("h"),
-        "ms" => Some("ms"),
-        "s" => Some("s"),
-        "m" => Some("m"),
-        "h" => Some("h"),
-        _ => None,
-    }
-}
-
-/// An exact decimal number (`1.5`, no exponent) times `per` microseconds, when whole.
-fn decimal_us(decimal: &str, per: u128) -> Option<u128> {
-    let (whole, fraction) = decimal.split_once('.').unwrap_or((decimal, ""));
-    if !whole
-        .bytes()
-        .chain(fraction.bytes())
-        .all(|b| b.is_ascii_digit())
-        || fraction.len() > 30
-    {
-        return None;
-    }
-    let scale = 10u128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
-    let whole: u128 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().ok()?
-    };
-    let fraction: u128 = if fraction.is_empty() {
-        0
-    } else {
-        fraction.parse().ok()?
-    };
-    let total = whole
-        .checked_mul(scale)?
-        .checked_add(fraction)?
-        .checked_mul(per)?;
-    total.is_multiple_of(scale).then(|| total / scale)
-}
-
-/// The duration string for `us` microseconds in the largest unit that divides it, when it is
-/// a whole number of milliseconds (the smallest unit).
-fn suggest(us: u128) -> Option<String> {
-    UNITS
-        .iter()
-        .find(|(_, per)| us.is_multiple_of(*per))
-        .filter(|_| us > 0)
-        .map(|(unit, per)| format!("{}{unit}", us / per))
 }
 
 fn is_integer_suffix(suffix: &str) -> bool {
@@ -999,13 +857,5 @@ mod tests {
              rename it"
         );
         assert!(errors(quote!(period = 1, threshold = 1, key = __ratelimit_id)).is_empty());
-    }
-
-    #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("thresold", "threshold"), 1);
-        assert_eq!(edit_distance("", "key"), 3);
-        assert_eq!(edit_distance("name", "name"), 0);
-        assert_eq!(edit_distance("limitr", "limiter"), 1);
     }
 }

@@ -1,10 +1,11 @@
 //! Code generation for `#[rate_limit]`: a guard block prepended to the function's body.
 
-use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream, TokenTree};
+use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 
 use crate::args::{self, Args};
 use crate::item::{self, AsyncFn, Flavor};
+use crate::spans::{first_and_last_spans, respan};
 
 /// The attribute: the function with its guard, or, on any error, the function exactly as
 /// written followed by the errors (so the rest of the crate, and the IDE, still see it).
@@ -237,33 +238,6 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
             }
         }
     }
-}
-
-/// The spans of the first and last tokens of `tokens` (call site when empty).
-pub(crate) fn first_and_last_spans(tokens: TokenStream) -> [Span; 2] {
-    let mut trees = tokens.into_iter();
-    let first = trees
-        .next()
-        .map_or_else(Span::call_site, |tree| tree.span());
-    let last = trees.last().map_or(first, |tree| tree.span());
-    [first, last]
-}
-
-/// `tokens` with every span set to `span`, so that rustc reports an error about them there.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut tree| {
-            if let TokenTree::Group(group) = &tree {
-                let mut respanned = Group::new(group.delimiter(), respan(group.stream(), span));
-                respanned.set_span(span);
-                tree = TokenTree::Group(respanned);
-            } else {
-                tree.set_span(span);
-            }
-            tree
-        })
-        .collect()
 }
 
 /// The runtime crate's path: `crate = "..."`, else its name in the caller's `Cargo.toml`

@@ -112,7 +112,7 @@ fn parse_item(input: ParseStream) -> syn::Result<Checked> {
         (None, ReturnType::Default) => None,
     };
     let output_span = output.map_or([sig.ident.span(); 2], |ty| {
-        crate::expand::first_and_last_spans(ty.to_token_stream())
+        crate::spans::first_and_last_spans(ty.to_token_stream())
     });
     let no_output = output.is_none();
     let function = AsyncFn {

@@ -3,14 +3,20 @@
 //! Use it through `ratelimit_runtime::rate_limit`: the code it generates calls into that crate
 //! (its hidden `__private` module), so this crate is of no use alone.
 //!
-//! - `args` parses and validates the attribute's arguments, reporting each mistake at its token.
+//! - `args` parses and validates the attribute's arguments, reporting each mistake at its token,
+//!   with `duration` (the grammar of `"1500ms"`) and `suggest` (the "did you mean" of unknown
+//!   names);
 //! - `item` checks the annotated item is an `async fn` returning something, keeping its body as
-//!   tokens.
+//!   tokens;
+//! - `spans` places generated tokens where rustc should report them;
 //! - `expand` writes the guard that checks the limiter before the body runs.
 
 mod args;
+mod duration;
 mod expand;
 mod item;
+mod spans;
+mod suggest;
 
 #[cfg(test)]
 mod fuzz;

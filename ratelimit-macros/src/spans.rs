@@ -1,0 +1,31 @@
+//! Spans for rustc's messages: where a generated token is reported, so that an error about
+//! the user's code points at the user's tokens.
+
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+
+/// The spans of the first and last tokens of `tokens` (call site when empty).
+pub(crate) fn first_and_last_spans(tokens: TokenStream) -> [Span; 2] {
+    let mut trees = tokens.into_iter();
+    let first = trees
+        .next()
+        .map_or_else(Span::call_site, |tree| tree.span());
+    let last = trees.last().map_or(first, |tree| tree.span());
+    [first, last]
+}
+
+/// `tokens` with every span set to `span`, so that rustc reports an error about them there.
+pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let TokenTree::Group(group) = &tree {
+                let mut respanned = Group::new(group.delimiter(), respan(group.stream(), span));
+                respanned.set_span(span);
+                tree = TokenTree::Group(respanned);
+            } else {
+                tree.set_span(span);
+            }
+            tree
+        })
+        .collect()
+}
