@@ -49,9 +49,10 @@ use ::actix_web::http::StatusCode;
 use ::actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use ::actix_web::{HttpResponse, ResponseError};
 
+use crate::error::RateLimitError;
+use crate::headers::RateLimitHeaders;
 use crate::problem::{ErrorResponse, problem_body};
 pub use crate::problem::{PROBLEM_JSON, UNAVAILABLE_RETRY_AFTER};
-use crate::{RateLimitError, RateLimitHeaders};
 
 impl RateLimitHeaders {
     /// Sets the fields on an actix-web response: `RateLimit-Policy`, `RateLimit` and, on a
@@ -114,7 +115,9 @@ mod tests {
     use ::actix_web::body::MessageBody as _;
 
     use super::*;
-    use crate::{Decision, Denied, Rate, StoreError};
+    use crate::decision::Decision;
+    use crate::error::{Denied, StoreError};
+    use crate::rate::Rate;
 
     fn parts(response: HttpResponse) -> (u16, Vec<(String, String)>, String) {
         let status = response.status().as_u16();

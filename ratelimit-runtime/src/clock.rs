@@ -2,7 +2,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::{Rate, RateLimitError};
+use crate::error::RateLimitError;
+use crate::rate::Rate;
 
 /// The latest time a check accepts: a score plus the longest period must stay below 2^53, the
 /// largest integer a Redis score (a `f64`) holds exactly. About the year 2155.

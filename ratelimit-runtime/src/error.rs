@@ -4,7 +4,9 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Decision, Rate, RateLimitHeaders};
+use crate::decision::Decision;
+use crate::headers::RateLimitHeaders;
+use crate::rate::Rate;
 
 /// Everything a check can answer with other than an admission.
 ///
@@ -51,6 +53,23 @@ impl RateLimitError {
     pub fn retry_after(&self) -> Option<Duration> {
         self.as_denied()
             .and_then(|denied| denied.decision.retry_after)
+    }
+}
+
+impl Rate {
+    /// A rate of `threshold` admissions per `period`.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidInput`] when `threshold` is 0 or above [`Rate::MAX_THRESHOLD`],
+    /// or when `period` is below [`Rate::MIN_PERIOD`], above [`Rate::MAX_PERIOD`] or not a whole
+    /// number of microseconds.
+    // Here rather than in `rate.rs`: see the note on `Rate`.
+    pub fn new(threshold: u64, period: Duration) -> Result<Rate, RateLimitError> {
+        match Rate::checked(threshold, period) {
+            Ok(rate) => Ok(rate),
+            Err(reason) => Err(RateLimitError::InvalidInput(reason.into())),
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 
 use std::sync::OnceLock;
 
-use crate::{FailurePolicy, Limiter};
+use crate::limiter::Limiter;
+use crate::policy::FailurePolicy;
 
 static GLOBAL: OnceLock<Limiter> = OnceLock::new();
 

@@ -32,7 +32,8 @@
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
-use crate::{Decision, Rate};
+use crate::decision::Decision;
+use crate::rate::Rate;
 
 /// The name of the field describing the quota policy: `RateLimit-Policy`.
 pub const RATELIMIT_POLICY: &str = "RateLimit-Policy";
@@ -181,7 +182,7 @@ mod tests {
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     use super::*;
-    use crate::Limiter;
+    use crate::limiter::Limiter;
 
     fn rate(threshold: u64, period: Duration) -> Rate {
         Rate::new(threshold, period).unwrap()

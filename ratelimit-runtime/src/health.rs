@@ -5,12 +5,32 @@
 //! One breaker for a Redis server; for a Redis Cluster, one per hash slot, so that a failed
 //! master opens the breakers of its own slots only: the first to fail, and then (once the
 //! cluster's slot map says which) the master's others, which follow it as their leader.
+//!
+//! # A breaker's states
+//!
+//! | state | stored as | a check of its part |
+//! | --- | --- | --- |
+//! | closed | `down_since` before the outage (or no outage) | goes to the store |
+//! | open | `down_since` in the outage, `next_probe` later than now | is answered by the policy |
+//! | probing | `next_probe == PROBING` | is answered by the policy (one probe is in flight) |
+//! | following | open, `leader` another part | as the leader's breaker: its probes stand for both |
+//!
+//! | from | event | to |
+//! | --- | --- | --- |
+//! | closed | a check fails with an outage ([`Health::failed`]); the first starts the outage (warn) | open, next probe a [`PROBE_INTERVAL`] later |
+//! | open | a check comes once the next probe is due ([`Health::route`]) | probing: that check is the probe |
+//! | probing | the probe is answered ([`Health::succeeded`]) | closed; the outage ends (info) if no part failed for [`QUIET`] (at once with one breaker) |
+//! | probing | the probe fails, or is dropped unanswered ([`Health::end_probe`]) | open, next probe a [`PROBE_INTERVAL`] later |
+//! | closed | its failed master's slot ranges arrive ([`Health::open_ranges`]) | following the failed slot |
+//! | following | its leader closes | closed |
+//! | following | a check of its own fails | open, on its own |
+//! | any | the outage ends | closed (opened before the next outage: stale) |
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::FailurePolicy;
 use crate::error::StoreError;
+use crate::policy::FailurePolicy;
 
 /// While a breaker is open, the least time between two probes of the store. Short enough that
 /// checks go back to Redis well within a second of it accepting connections again.
@@ -285,7 +305,7 @@ impl Health {
     }
 
     /// `true` during an outage: from a failure until the store answers again.
-    pub(crate) fn is_open(&self) -> bool {
+    pub(crate) fn in_outage(&self) -> bool {
         self.outage_since.load(Ordering::Relaxed) != 0
     }
 
@@ -320,7 +340,7 @@ mod tests {
         let health = Health::new(1);
         assert!(matches!(health.route(|| 0), Route::Store(None)));
         health.failed(0, &outage(), FailurePolicy::Local, false);
-        assert!(health.is_open());
+        assert!(health.in_outage());
         // Within the probe interval: every check is answered by the policy.
         let Route::Policy(StoreError::CircuitOpen(_)) = health.route(|| 0) else {
             panic!("the breaker did not open");
@@ -335,7 +355,7 @@ mod tests {
         probe_due(&health, 0);
         assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
         health.succeeded(|| 0, true);
-        assert!(!health.is_open());
+        assert!(!health.in_outage());
         assert!(matches!(health.route(|| 0), Route::Store(None)));
     }
 
@@ -353,7 +373,7 @@ mod tests {
         );
         health.failed(0, &outage(), FailurePolicy::Local, true);
         assert!(matches!(health.route(|| 0), Route::Policy(_)));
-        assert!(health.is_open());
+        assert!(health.in_outage());
     }
 
     #[test]
@@ -367,12 +387,12 @@ mod tests {
         assert!(matches!(health.route(|| 4), Route::Store(None)));
         // Part 4 answering does not end the outage while part 3 failed lately.
         health.succeeded(|| 4, false);
-        assert!(health.is_open());
+        assert!(health.in_outage());
         assert!(matches!(health.route(|| 3), Route::Policy(_)));
         // Once quiet, an answer ends it; part 3's breaker is then stale, and closed.
         health.last_failure.store(0, Ordering::Relaxed);
         health.succeeded(|| 4, false);
-        assert!(!health.is_open());
+        assert!(!health.in_outage());
         health.failed(5, &outage(), FailurePolicy::Closed, false);
         assert!(matches!(health.route(|| 3), Route::Store(None)));
         assert!(matches!(health.route(|| 5), Route::Policy(_)));

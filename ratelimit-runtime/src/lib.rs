@@ -94,33 +94,47 @@
 //! the first time the scope is seen and kept for the life of the process, so checks allocate
 //! nothing for their metrics.
 
-mod checking;
+// The layers, bottom first: each file imports only from the layers below its own (see
+// README.md's "Architecture", which lists every file, and the test `layers` below, which
+// checks it).
 mod clock;
 mod decision;
 mod error;
-mod global;
 pub mod headers;
-mod health;
-mod limiter;
-#[cfg(feature = "metrics")]
-mod observe;
+mod key;
+mod limit;
 mod policy;
-#[cfg(any(feature = "axum", feature = "actix-web"))]
-mod problem;
 mod rate;
-mod store;
+
+mod runtime;
 #[cfg(feature = "tls")]
 mod tls;
+
+mod store;
+
+mod health;
+#[cfg(feature = "metrics")]
+mod metrics;
+mod telemetry;
+
+mod check;
+
+mod builder;
+mod global;
+mod limiter;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+#[cfg(any(feature = "axum", feature = "actix-web"))]
+mod problem;
 
+pub use builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, LimiterBuilder};
 pub use decision::Decision;
 pub use error::{Denied, RateLimitError, StoreError};
 pub use global::{global, set_global};
 pub use headers::RateLimitHeaders;
-pub use limiter::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Limiter, LimiterBuilder};
+pub use limiter::Limiter;
 pub use policy::FailurePolicy;
 pub use rate::Rate;
 

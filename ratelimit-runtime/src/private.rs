@@ -2,14 +2,16 @@
 //! Not public API: it may change in any release.
 
 use std::fmt::{self, Display, Write as _};
-
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::checking::{Checking, Key, unscoped};
-use crate::error::Denied;
-use crate::{Decision, Limiter, Rate, RateLimitError};
+use crate::check::Checking;
+use crate::decision::Decision;
+use crate::error::{Denied, RateLimitError};
+use crate::key::{Key, unscoped};
+use crate::limiter::Limiter;
+use crate::rate::Rate;
 
 pub use crate::global::global;
 pub use core::time::Duration;
@@ -89,9 +91,10 @@ fn display_len<T: Display + ?Sized>(value: &T) -> usize {
 /// scope alone. The two come as one tuple, which the generated code moves here whole, so that
 /// nothing of it stays in the function's future across the check's `.await` (a tuple read
 /// field by field would be kept there, 40 bytes of every annotated function's future).
-/// Allocates nothing for the key: the limiter's stores take it as a `&str` (the in-process one
-/// copies it once, when it first sees it; Redis gets it written into the command after the
-/// key prefix), and a denial keeps the `String` for its [`Denied::key`].
+/// The key's `String` is the one [`scoped_key`] made, and a denial keeps it for its
+/// [`Denied::key`]. In process nothing more is allocated for it (the store copies a key once,
+/// when it first sees it); a Redis check copies it into its call, which must own it to outlive
+/// a caller that stops waiting, and boxes that call and the leg that awaits it.
 ///
 /// # Errors
 ///

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::{RateLimitError, RateLimitHeaders};
+use crate::error::RateLimitError;
+use crate::headers::RateLimitHeaders;
 
 /// The `Retry-After` of a 503 answered when the store is unavailable (under
 /// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)): 5 seconds. The limiter reconnects
@@ -102,7 +103,9 @@ fn push_json_string(out: &mut String, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Decision, Denied, Rate, StoreError};
+    use crate::decision::Decision;
+    use crate::error::{Denied, StoreError};
+    use crate::rate::Rate;
 
     #[test]
     fn each_error_has_its_status_fields_and_detail() {

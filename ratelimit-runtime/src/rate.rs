@@ -3,8 +3,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::RateLimitError;
-
 /// A rate limit: at most `threshold` admissions of a key within any window of length `period`.
 ///
 /// A call at time `now` is admitted iff fewer than `threshold` admitted calls of the same key
@@ -28,20 +26,6 @@ impl Rate {
     /// The longest period, 100 Julian years (3,155,760,000 s).
     pub const MAX_PERIOD: Duration = Duration::from_secs(3_155_760_000);
 
-    /// A rate of `threshold` admissions per `period`.
-    ///
-    /// # Errors
-    ///
-    /// [`RateLimitError::InvalidInput`] when `threshold` is 0 or above [`Rate::MAX_THRESHOLD`],
-    /// or when `period` is below [`Rate::MIN_PERIOD`], above [`Rate::MAX_PERIOD`] or not a whole
-    /// number of microseconds.
-    pub fn new(threshold: u64, period: Duration) -> Result<Rate, RateLimitError> {
-        match Rate::checked(threshold, period) {
-            Ok(rate) => Ok(rate),
-            Err(reason) => Err(RateLimitError::InvalidInput(reason.into())),
-        }
-    }
-
     /// `threshold` admissions per `period`; the `const` form of [`Rate::new`], usable in a `const`
     /// item (an invalid rate there is a compile error).
     ///
@@ -57,7 +41,8 @@ impl Rate {
         }
     }
 
-    const fn checked(threshold: u64, period: Duration) -> Result<Rate, &'static str> {
+    /// `threshold` admissions per `period`, or why they are not a rate.
+    pub(crate) const fn checked(threshold: u64, period: Duration) -> Result<Rate, &'static str> {
         if threshold == 0 {
             return Err("rate threshold must be at least 1");
         }
@@ -114,6 +99,7 @@ impl fmt::Display for Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::RateLimitError;
 
     #[test]
     fn accepts_the_bounds() {

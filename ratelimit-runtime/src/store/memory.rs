@@ -14,7 +14,9 @@ use std::time::Duration;
 use hashbrown::HashTable;
 use smol_str::SmolStr;
 
-use crate::{Decision, Rate, clock};
+use crate::clock;
+use crate::decision::Decision;
+use crate::rate::Rate;
 
 /// A sliding window log per key, in memory.
 ///

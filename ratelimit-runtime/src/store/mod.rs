@@ -1,4 +1,158 @@
-//! The stores a [`Limiter`](crate::Limiter) keeps its sliding window logs in.
+//! The stores a limiter keeps its logs in, behind one seam: [`Store`], its dispatch, and the
+//! contract every store keeps.
+//!
+//! # The contract
+//!
+//! A store decides checks. A check asks, at one time, for the admission of one call under its
+//! limit: a [`Limit`] is a key checked against a [`Rate`](crate::Rate) by an algorithm. Every store keeps
+//! these rules, and `tests/tests/store_conformance.rs` runs the same semantics against each:
+//!
+//! - **Time** is integer microseconds since the Unix epoch: the check's explicit time (`at`,
+//!   from [`Limiter::check_at`](crate::Limiter::check_at)), else the store's own clock: the
+//!   wall clock in process, the Redis server's `TIME` in Redis (one clock for every
+//!   application server, whatever theirs say).
+//! - **The sliding window log** (the one algorithm so far): a limit admits a call at `now`
+//!   iff fewer than `threshold` admissions of its key lie in the window `(now − period, now]`
+//!   (an admission at `t` stops counting at exactly `t + period`); admissions recorded later
+//!   than `now` (explicit times out of order, a server clock stepped back) count as in the
+//!   window, so no window of length `period` ever holds more than `threshold`. An admission
+//!   is recorded as an entry of its own, even many in one microsecond; in Redis it is a member
+//!   unique across processes, which the script recognises when a call is resent and counts
+//!   once. Denied calls record nothing.
+//! - **Atomic**: a check is decided and recorded in one step that no other check of the key
+//!   interleaves with: one Lua script on one server (or one cluster slot), one shard lock in
+//!   process.
+//! - **Answers**: an admission says how many admissions remain and when the window empties
+//!   (`reset_after`: the newest admission + period − now); a denial says when the count falls
+//!   below the threshold (`retry_after`: the oldest admission still counted + period − now),
+//!   exact for the log.
+//! - **Expiry**: a key whose every admission has left its window is dropped: by `PEXPIRE` in
+//!   Redis (never shortened by a check), by sweeps that ride on later checks in process.
+//! - **Failures**: a store that cannot answer returns a [`StoreError`]; the check path, not the
+//!   store, applies the failure policy. A check that failed may or may not have been recorded
+//!   (a timeout): it is not resent, except where it is known not to have run (`NOSCRIPT`) or
+//!   the store recognises the resend (a closed connection: the same member, counted once).
+//!
+//! # Parts
+//!
+//! A part is a unit of a store that fails alone, and has one circuit breaker of its own: the
+//! whole store for one server or in process, a hash slot in a Redis Cluster ([`Store::parts`]
+//! of them; [`Store::part`] gives a key's). Parts may fail together, as a cluster master's
+//! slots do: [`Store::group_of`] tells which, asked in the background after a failure.
+//!
+//! # Room for what comes next
+//!
+//! Written so that the next features extend it rather than break it:
+//!
+//! - A second algorithm (the sliding window counter: two fixed windows of length `period`,
+//!   aligned to multiples of it since the Unix epoch) is a field of [`Limit`], with its own
+//!   script and in-process state, under a key of its own (a sorted set and a hash on one Redis
+//!   key would be `WRONGTYPE`).
+//! - A cost per call and several limits per check: the atomic step covers all of a check's
+//!   limits, whatever their keys, on one server and in process; across cluster slots it is
+//!   reserve then refund (each slot's script admits and records; if any denies or fails, the
+//!   others' records are refunded before the call returns).
+//! - Refunds are a later, separate step that names an admission (its member; for the counter,
+//!   its window), never part of a check.
 
 pub(crate) mod memory;
 pub(crate) mod redis;
+
+use std::borrow::Cow;
+
+use self::memory::MemoryStore;
+use self::redis::RedisStore;
+use crate::decision::Decision;
+use crate::error::StoreError;
+use crate::limit::Limit;
+
+/// Where a limiter keeps its logs.
+#[allow(clippy::large_enum_variant)] // one per limiter, behind its `Arc`
+pub(crate) enum Store {
+    /// In process: sharded maps in this process's memory.
+    Memory(MemoryStore),
+    /// Redis: one server or a Redis Cluster.
+    Redis(RedisStore),
+    /// A store that could not be built (from the environment): every check fails with this.
+    Misconfigured(Cow<'static, str>),
+}
+
+/// How a store takes a check ([`Store::access`]).
+pub(crate) enum Access<'a> {
+    /// At once, on the caller's thread, without I/O: the in-process store.
+    InProcess(&'a MemoryStore),
+    /// Over the network: through the circuit breakers, within the timeout, on a runtime
+    /// ([`Store::check`]).
+    Remote,
+    /// Never: every check fails with this error.
+    Unusable(StoreError),
+}
+
+impl Store {
+    /// How a check of this store is made.
+    #[inline]
+    pub(crate) fn access(&self) -> Access<'_> {
+        match self {
+            Store::Memory(store) => Access::InProcess(store),
+            Store::Redis(_) => Access::Remote,
+            Store::Misconfigured(reason) => {
+                Access::Unusable(StoreError::Misconfigured(reason.clone()))
+            }
+        }
+    }
+
+    /// Checks `limit` at `at` (µs since the Unix epoch; `None`: the store's clock) and records
+    /// the call when admitted.
+    ///
+    /// # Errors
+    ///
+    /// The store could not answer: see [`RedisStore::check`]; a misconfigured store always
+    /// fails, with [`StoreError::Misconfigured`].
+    pub(crate) async fn check(
+        &self,
+        limit: Limit<'_>,
+        at: Option<u64>,
+    ) -> Result<Decision, StoreError> {
+        match self {
+            Store::Memory(store) => Ok(store.check(limit.key, limit.rate, at)),
+            Store::Redis(store) => store.check(limit, at).await,
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
+    /// How many parts the store fails in (see [Parts](self#parts)): at least one.
+    pub(crate) fn parts(&self) -> usize {
+        match self {
+            Store::Redis(store) => store.parts(),
+            Store::Memory(_) | Store::Misconfigured(_) => 1,
+        }
+    }
+
+    /// The part `key` belongs to, below [`parts`](Store::parts).
+    pub(crate) fn part(&self, key: &str) -> usize {
+        match self {
+            Store::Redis(store) => store.part(key),
+            Store::Memory(_) | Store::Misconfigured(_) => 0,
+        }
+    }
+
+    /// The ranges of parts (inclusive) that fail together with `part`: in a cluster, the slots
+    /// of the master that owns it, from the cluster's slot map. `None` for a store whose parts
+    /// fail alone, when the store does not tell, or while another lookup runs (one at a time).
+    pub(crate) async fn group_of(&self, part: usize) -> Option<Vec<(u16, u16)>> {
+        let Store::Redis(store) = self else {
+            return None;
+        };
+        let _claim = store.claim_lookup()?;
+        store.master_parts(part).await
+    }
+
+    /// What the store is, for `Debug`: `memory`, `redis`, `redis-cluster` or `misconfigured`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Store::Memory(_) => "memory",
+            Store::Redis(store) => store.kind(),
+            Store::Misconfigured(_) => "misconfigured",
+        }
+    }
+}

@@ -1,7 +1,17 @@
 //! The Redis store: one sorted set per key, checked by one atomic Lua script, on one server or
 //! a Redis Cluster.
+//!
+//! - `mod.rs`: the store: a check within its timeout, and the connections, one per runtime;
+//! - `config.rs`: the settings (URLs, TLS), checked when the limiter is built;
+//! - `target.rs`: the server or cluster, its client and connections;
+//! - `script.rs`: the script and one check's exchange with Redis (`sliding_window.lua`);
+//! - `member.rs`: the unique members that name admissions;
+//! - `slot.rs`: cluster hash slots.
 
+mod config;
+mod member;
 mod script;
+mod slot;
 mod target;
 
 use std::collections::HashMap;
@@ -9,14 +19,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
-use redis::{ErrorKind, ServerErrorKind};
-use tokio::runtime::{Handle, Id as RuntimeId};
-
-use self::script::MemberSource;
-pub(crate) use self::target::{ConfigError, TlsSettings};
+pub(crate) use self::config::{ConfigError, TlsSettings};
+use self::member::MemberSource;
 use self::target::{Connection, Target};
+use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::{Decision, Rate};
+use crate::limit::Limit;
+use crate::runtime::{Runtime, RuntimeId, timeout};
 
 /// A Redis-backed sliding window log, connected lazily (on a check) and reconnected by
 /// redis-rs (a `ConnectionManager`, or the cluster connection's own reconnection).
@@ -92,7 +101,7 @@ impl RedisStore {
     pub(crate) fn parts(&self) -> usize {
         match self.target {
             Target::Single(_) => 1,
-            Target::Cluster(_) => SLOTS,
+            Target::Cluster(_) => slot::SLOTS,
         }
     }
 
@@ -101,29 +110,29 @@ impl RedisStore {
     pub(crate) fn part(&self, key: &str) -> usize {
         match self.target {
             Target::Single(_) => 0,
-            Target::Cluster(_) => usize::from(key_slot(&self.prefix, key)),
+            Target::Cluster(_) => usize::from(slot::key_slot(&self.prefix, key)),
         }
     }
 
-    /// Checks `key` against `rate` at `now_us` (µs since the Unix epoch; `None`: the Redis
-    /// server's clock) and records the call when admitted, all within the store's timeout.
+    /// Checks `limit` at `at` (µs since the Unix epoch; `None`: the Redis server's clock) and
+    /// records the call when admitted, all within the store's timeout.
     ///
     /// # Errors
     ///
-    /// [`StoreError::Timeout`] when the whole check (connecting included) took longer than the
-    /// timeout; the call is not resent, since it may have been recorded. [`StoreError::Redis`]
-    /// when connecting or the script failed, [`StoreError::Protocol`] on a malformed reply.
+    /// [`StoreError::NoRuntime`] outside a runtime. [`StoreError::Timeout`] when the whole
+    /// check (connecting included) took longer than the timeout; the call is not resent, since
+    /// it may have been recorded. [`StoreError::Redis`] when connecting or the script failed,
+    /// [`StoreError::Protocol`] on a malformed reply.
     pub(crate) async fn check(
         &self,
-        key: &str,
-        rate: Rate,
-        now_us: Option<u64>,
+        limit: Limit<'_>,
+        at: Option<u64>,
     ) -> Result<Decision, StoreError> {
-        let Ok(runtime) = Handle::try_current() else {
+        let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
-        let check = self.run_script(&runtime, key, rate, now_us);
-        let result = match tokio::time::timeout(self.timeout, check).await {
+        let check = self.run_script(&runtime, limit, at);
+        let result = match timeout(self.timeout, check).await {
             Ok(result) => result,
             Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
         };
@@ -144,40 +153,22 @@ impl RedisStore {
 
     async fn run_script(
         &self,
-        runtime: &Handle,
-        key: &str,
-        rate: Rate,
-        now_us: Option<u64>,
+        runtime: &Runtime,
+        limit: Limit<'_>,
+        at: Option<u64>,
     ) -> Result<Decision, StoreError> {
         let mut connection = self.connection(runtime).await?;
         let member = self.members.next();
-        let command = script::evalsha(&self.prefix, key, rate, &member, now_us);
-        let mut result = connection.query(&command).await;
-        if matches!(&result, Err(err) if err.is_connection_dropped()) {
-            // The connection was found closed (the server's idle timeout, a restart, a load
-            // balancer): the call may or may not have reached Redis. The script counts a
-            // member once, so the same call is sent once more, on the connection the manager
-            // makes again.
-            result = connection.query(&command).await;
-        }
-        if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
-        {
-            // The server lost its scripts (restarted, failed over, `SCRIPT FLUSH`), so the call
-            // did not run: send it once more with the script's text, which also reloads it.
-            let command = script::eval(&self.prefix, key, rate, &member, now_us);
-            result = connection.query(&command).await;
-        }
-        let reply = match result {
-            Ok(reply) => reply,
+        match script::run(&mut connection, &self.prefix, limit, &member, at).await {
+            Ok(reply) => script::decode(&reply, limit.rate.threshold()),
             Err(err) => {
                 if err.is_unrecoverable_error() {
                     // Let the next check build a fresh connection.
                     self.forget_connection(runtime.id());
                 }
-                return Err(self.store_error(err));
+                Err(self.store_error(err))
             }
-        };
-        script::decode(&reply, rate.threshold())
+        }
     }
 
     /// Claims the one slot-map lookup that may run at a time (cluster only); `None` when
@@ -195,7 +186,7 @@ impl RedisStore {
         let Target::Cluster(_) = self.target else {
             return None;
         };
-        let runtime = Handle::try_current().ok()?;
+        let runtime = Runtime::current()?;
         let slot = u16::try_from(part).ok()?;
         let lookup = async {
             self.connection(&runtime)
@@ -204,14 +195,14 @@ impl RedisStore {
                 .master_slots(slot, self.timeout)
                 .await
         };
-        tokio::time::timeout(self.timeout.saturating_mul(4), lookup)
+        timeout(self.timeout.saturating_mul(4), lookup)
             .await
             .ok()
             .flatten()
     }
 
     /// This runtime's connection, made now if it has none.
-    async fn connection(&self, runtime: &Handle) -> Result<Connection, StoreError> {
+    async fn connection(&self, runtime: &Runtime) -> Result<Connection, StoreError> {
         let id = runtime.id();
         if let Some(connection) = self.cached(id) {
             return Ok(connection);
@@ -278,40 +269,6 @@ impl Drop for LookupClaim<'_> {
     }
 }
 
-/// The hash slots of a Redis Cluster.
-const SLOTS: usize = 16_384;
-
-/// The hash slot of `<prefix><key>`, without joining them unless a `{` makes a hash tag
-/// possible.
-fn key_slot(prefix: &str, key: &str) -> u16 {
-    if prefix.contains('{') || key.contains('{') {
-        let mut full_key = Vec::with_capacity(prefix.len() + key.len());
-        full_key.extend_from_slice(prefix.as_bytes());
-        full_key.extend_from_slice(key.as_bytes());
-        return hash_slot(&full_key);
-    }
-    let mut crc = crc16::State::<crc16::XMODEM>::new();
-    crc.update(prefix.as_bytes());
-    crc.update(key.as_bytes());
-    crc.get() % 16_384
-}
-
-/// A key's hash slot: CRC16 (XMODEM) of its hash tag (the text between the first `{` and the
-/// next `}`, when not empty) or of the whole key, modulo 16,384 (Redis Cluster specification,
-/// "Keys distribution model").
-fn hash_slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            let close = rest.iter().position(|&b| b == b'}')?;
-            (close > 0).then(|| &rest[..close])
-        })
-        .unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(tagged) % 16_384
-}
-
 /// Each runtime's connection (`None` once forgotten, until the next check makes one).
 type Connections = HashMap<RuntimeId, Option<Connection>>;
 
@@ -331,40 +288,4 @@ async fn forget_on_shutdown(id: RuntimeId, connections: Weak<RwLock<Connections>
     }
     let _forget = Forget(id, connections);
     std::future::pending::<()>().await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{hash_slot, key_slot};
-
-    /// Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-    #[test]
-    fn hash_slots_follow_the_cluster_specification() {
-        assert_eq!(hash_slot(b"123456789"), 0x31C3);
-        assert_eq!(hash_slot(b"foo"), 12_182);
-        assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
-        // An empty tag hashes the whole key.
-        let whole = crc16::State::<crc16::XMODEM>::calculate(b"foo{}{bar}") % 16_384;
-        assert_eq!(hash_slot(b"foo{}{bar}"), whole);
-        assert_ne!(hash_slot(b"foo{}{bar}"), hash_slot(b"bar"));
-        assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
-    }
-
-    #[test]
-    fn key_slots_hash_the_prefix_and_the_key_as_one() {
-        for (prefix, key) in [
-            ("ratelimit:", "user:1"),
-            ("", "foo"),
-            ("app{", "x}y"),
-            ("{tenant}:", "user"),
-            ("p:", "{user1000}.following"),
-        ] {
-            let whole = format!("{prefix}{key}");
-            assert_eq!(
-                key_slot(prefix, key),
-                hash_slot(whole.as_bytes()),
-                "{whole}"
-            );
-        }
-    }
 }

@@ -1,15 +1,16 @@
-//! The sliding window log script and its calls: the command of one check, its reply, and the
-//! unique member that names each admission.
+//! The sliding window log script and the whole exchange of one check with Redis: the command,
+//! the ladder of resends that gets it run, and the reply.
 
 use std::io::Write as _;
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::{Cmd, RedisWrite as _};
+use redis::{Cmd, ErrorKind, RedisResult, RedisWrite as _, ServerErrorKind};
 
+use super::target::Connection;
+use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::{Decision, Rate};
+use crate::limit::Limit;
 
 /// The sliding window log script, run through `EVALSHA` (see [`evalsha`]), or `EVAL` when the
 /// server has lost it (see [`eval`]).
@@ -30,42 +31,36 @@ const SOURCE: &str = include_str!("sliding_window.lua");
 
 /// `EVALSHA <sha1> 1 <prefix><key> <period_us> <threshold> <member> <now_us or "">`: the
 /// [`SLIDING_WINDOW`] call for one check, in a buffer sized for it up front. The key is written
-/// into the command in its two pieces, never joined into a `String` of its own, so a check
-/// builds no key: the command's two buffers are its only allocations on this side.
-pub(super) fn evalsha(
-    prefix: &str,
-    key: &str,
-    rate: Rate,
-    member: &[u8],
-    now_us: Option<u64>,
-) -> Cmd {
-    call(
+/// into the command in its two pieces, never joined into a `String` of its own: building the
+/// command allocates its two buffers and nothing else (the check path's own allocations for a
+/// Redis check, the key's copy and two boxes, are in `check/`).
+fn evalsha(prefix: &str, limit: Limit<'_>, member: &[u8], at: Option<u64>) -> Cmd {
+    command(
         "EVALSHA",
         SLIDING_WINDOW.get_hash(),
         prefix,
-        key,
-        rate,
+        limit,
         member,
-        now_us,
+        at,
     )
 }
 
 /// `EVAL <script> 1 ...`: the same call with the script's text, for a server that has lost the
 /// script (restarted, failed over, `SCRIPT FLUSH`). Running it also caches the script there, so
 /// the next `EVALSHA` finds it; in a cluster it goes to the key's node, the one that lacks it.
-pub(super) fn eval(prefix: &str, key: &str, rate: Rate, member: &[u8], now_us: Option<u64>) -> Cmd {
-    call("EVAL", SOURCE, prefix, key, rate, member, now_us)
+fn eval(prefix: &str, limit: Limit<'_>, member: &[u8], at: Option<u64>) -> Cmd {
+    command("EVAL", SOURCE, prefix, limit, member, at)
 }
 
-fn call(
+fn command(
     verb: &str,
     script: &str,
     prefix: &str,
-    key: &str,
-    rate: Rate,
+    limit: Limit<'_>,
     member: &[u8],
-    now_us: Option<u64>,
+    at: Option<u64>,
 ) -> Cmd {
+    let Limit { key, rate } = limit;
     /// Digits of a `u64`, the most a number argument takes.
     const NUMBER: usize = 20;
     let bytes = verb.len() + script.len() + 1 + prefix.len() + key.len() + member.len();
@@ -81,11 +76,49 @@ fn call(
         .arg(rate.period_us())
         .arg(rate.threshold())
         .arg(member);
-    match now_us {
+    match at {
         Some(now) => command.arg(now),
         None => command.arg(""),
     };
     command
+}
+
+/// Runs the script for one check on `connection`: `EVALSHA`, sent once more when the
+/// connection was found closed, and `EVAL` when the server answers `NOSCRIPT`. `member` names
+/// the admission (one per check: a resend carries the same, which the script counts once);
+/// `at` is the check's time (µs since the Unix epoch; `None`: the server's `TIME`).
+///
+/// # Errors
+///
+/// The last attempt's error: the connection's, or the server's.
+pub(super) async fn run(
+    connection: &mut Connection,
+    prefix: &str,
+    limit: Limit<'_>,
+    member: &[u8],
+    at: Option<u64>,
+) -> RedisResult<Vec<i64>> {
+    let command = evalsha(prefix, limit, member, at);
+    let mut result = connection.query(&command).await;
+    if matches!(&result, Err(err) if err.is_connection_dropped()) {
+        // The connection was found closed (the server's idle timeout, a restart, a load
+        // balancer): the call may or may not have reached Redis. The script counts a member
+        // once, so the same call is sent once more, on the connection the manager makes again.
+        result = connection.query(&command).await;
+    }
+    if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
+        // The server lost its scripts (restarted, failed over, `SCRIPT FLUSH`), so the call did
+        // not run: it is sent once more with the script's text, which runs it and caches the
+        // script, in one round trip, on the node that lacks it (routed by the key, as
+        // `EVALSHA` was). Not redis-rs's `Script::invoke_async`, which answers `NOSCRIPT` with
+        // `SCRIPT LOAD` and `EVALSHA` again: in a cluster it sends `SCRIPT LOAD` to every
+        // master and succeeds only if all of them answer, so one dead master would keep the
+        // live masters' keys from recovering after a restart or a failover, and each check
+        // that met `NOSCRIPT` would cost a round trip to every master plus two to its own.
+        // The other masters reload the script when their own checks meet `NOSCRIPT`.
+        result = connection.query(&eval(prefix, limit, member, at)).await;
+    }
+    result
 }
 
 /// Turns the script's reply `{admitted, count, retry_after_us, reset_after_us}` into a
@@ -121,77 +154,10 @@ pub(super) fn decode(reply: &[i64], threshold: u64) -> Result<Decision, StoreErr
     }
 }
 
-/// Makes sorted-set members unique across processes and calls: 64 random bits chosen once per
-/// store, then a 64-bit counter, written as 22 characters of the URL-safe base64 alphabet,
-/// 6 bits each (the first holds the top 2). (Members that collide would merge two admissions
-/// into one, the bug of timestamp-as-member designs.) Each admission in the window is one
-/// member, so their length is most of a key's memory in Redis: 22 characters took 28 % less
-/// `MEMORY USAGE` than the 32 hex digits of earlier versions.
-pub(super) struct MemberSource {
-    nonce: u64,
-    sequence: AtomicU64,
-}
-
-/// The length of a member.
-const MEMBER_LEN: usize = 22;
-
-impl MemberSource {
-    pub(super) fn new() -> MemberSource {
-        // Without OS randomness, fall back to a per-process hash seed: still distinct per process.
-        let nonce = getrandom::u64().unwrap_or_else(|_| {
-            use std::hash::BuildHasher;
-            std::collections::hash_map::RandomState::new().hash_one(std::process::id())
-        });
-        MemberSource {
-            nonce,
-            sequence: AtomicU64::new(0),
-        }
-    }
-
-    pub(super) fn next(&self) -> [u8; MEMBER_LEN] {
-        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
-        member(self.nonce, sequence)
-    }
-}
-
-/// The member of `nonce` and `sequence` (see [`MemberSource`]).
-fn member(nonce: u64, sequence: u64) -> [u8; MEMBER_LEN] {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bits = (u128::from(nonce) << 64) | u128::from(sequence);
-    let mut member = [0; MEMBER_LEN];
-    for (i, char) in member.iter_mut().rev().enumerate() {
-        *char = ALPHABET[((bits >> (6 * i)) & 63) as usize];
-    }
-    member
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn members_are_unique_and_url_safe() {
-        let source = MemberSource::new();
-        let first = source.next();
-        let second = source.next();
-        assert_ne!(first, second);
-        let url_safe = |c: &u8| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_';
-        assert!(first.iter().chain(&second).all(url_safe));
-        // The nonce's characters are shared; the counter's last 6 bits are the last one.
-        assert_eq!(&first[..10], &second[..10]);
-        assert_eq!(member(0, 0), *b"AAAAAAAAAAAAAAAAAAAAAA");
-        assert_eq!(member(0, 1), *b"AAAAAAAAAAAAAAAAAAAAAB");
-        assert_eq!(member(0, 64), *b"AAAAAAAAAAAAAAAAAAAABA");
-        assert_eq!(member(u64::MAX, u64::MAX), *b"D_____________________");
-        // Every bit counts: members differing in one bit differ.
-        let all: std::collections::HashSet<_> = (0..128)
-            .map(|bit| {
-                let bits = 1_u128 << bit;
-                member((bits >> 64) as u64, bits as u64)
-            })
-            .collect();
-        assert_eq!(all.len(), 128);
-    }
+    use crate::rate::Rate;
 
     /// The arguments of a command, as text.
     fn arguments(command: &Cmd) -> Vec<String> {
@@ -207,10 +173,10 @@ mod tests {
     #[test]
     fn the_key_is_one_argument_made_of_the_prefix_and_the_key() {
         let rate = Rate::new(7, Duration::from_millis(1_500)).unwrap();
+        let limit = |key| Limit { key, rate };
         let command = evalsha(
             "app:",
-            "login:ünï:42",
-            rate,
+            limit("login:ünï:42"),
             b"00000000000000000000000000000001",
             Some(1_700_000_000_000_001),
         );
@@ -228,10 +194,10 @@ mod tests {
             ]
         );
         // Without a time, the script reads the server's clock; an empty prefix adds nothing.
-        let command = evalsha("", "k", rate, b"m", None);
+        let command = evalsha("", limit("k"), b"m", None);
         assert_eq!(arguments(&command)[3..], ["k", "1500000", "7", "m", ""]);
         // After NOSCRIPT: the same call, with the script's text.
-        let command = eval("p:", "k", rate, b"m", None);
+        let command = eval("p:", limit("k"), b"m", None);
         assert_eq!(arguments(&command)[0], "EVAL");
         assert_eq!(arguments(&command)[1], SOURCE);
         assert_eq!(

@@ -4,13 +4,13 @@
 //! The checks of `#[rate_limit]` are labelled with their scope, a `&'static str`; the layer's
 //! with its configured scope. The labels of a scope are made once, the first time it is seen,
 //! and kept for the life of the process (scopes are few: one per limited function or layer),
-//! so that a check allocates nothing for its metrics, as it allocates nothing for its key.
+//! so that a check allocates nothing for its metrics.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, PoisonError, RwLock};
 use std::time::Duration;
 
-use metrics::{Key, Label, Level, Metadata};
+use ::metrics::{Key, Label, Level, Metadata};
 
 /// Admitted checks (by the store or by the failure policy).
 pub(crate) const ADMITTED: &str = "ratelimit_admitted_total";
@@ -56,7 +56,7 @@ fn labels(scope: Option<&str>) -> &'static [Label] {
 /// Whichever the answer: admitted or denied, with the check's duration.
 pub(crate) fn checked(scope: Option<&str>, admitted: Option<bool>, elapsed: Duration) {
     let labels = labels(scope);
-    metrics::with_recorder(|recorder| {
+    ::metrics::with_recorder(|recorder| {
         if let Some(admitted) = admitted {
             let name = if admitted { ADMITTED } else { DENIED };
             recorder
@@ -72,7 +72,7 @@ pub(crate) fn checked(scope: Option<&str>, admitted: Option<bool>, elapsed: Dura
 /// The store could not answer: the failure policy did.
 pub(crate) fn policy_answered(scope: Option<&str>) {
     let labels = labels(scope);
-    metrics::with_recorder(|recorder| {
+    ::metrics::with_recorder(|recorder| {
         recorder
             .register_counter(&Key::from_static_parts(POLICY_ANSWERED, labels), &METADATA)
             .increment(1);

@@ -1,46 +1,37 @@
-//! [`Checking`]: the future of one check. An in-process check completes on its first poll, in
-//! its span, without building any inner future; a Redis check boxes its future, since it
-//! waits on the network anyway.
+//! [`Checking`]: the future of one check. An in-process check (or one the failure policy
+//! answers without I/O) completes on its first poll, in its span, without building any inner
+//! future; a remote check boxes its leg, since it waits on the network anyway.
+//!
+//! Hand-written rather than an `async fn`: an `async fn`'s state machine would keep every
+//! local of the remote leg in the future's own size, which is moved into every caller's
+//! future and costs every in-process check (its size is pinned by a test in `limiter.rs`),
+//! and could not complete on its first poll without building that state.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::SystemTime;
 
 use tracing::Instrument as _;
 
+use super::answer::Next;
+use super::shared::Shared;
 use crate::clock;
-use crate::limiter::Local;
-use crate::{Decision, Limiter, Rate, RateLimitError};
+use crate::decision::Decision;
+use crate::error::RateLimitError;
+use crate::key::Key;
+use crate::limit::Limit;
+use crate::rate::Rate;
+use crate::telemetry;
 
-/// A key a check borrows, or owns (the attribute's `scope:key`, built per call).
-pub(crate) enum Key<'a> {
-    Borrowed(&'a str),
-    Owned(String),
-}
-
-impl Key<'_> {
-    pub(crate) fn as_str(&self) -> &str {
-        match self {
-            Key::Borrowed(key) => key,
-            Key::Owned(key) => key,
-        }
-    }
-}
-
-/// The key of a scoped check without its `scope:` prefix (`None`: it has none, as the key of
-/// an attribute without `key`, which is the scope itself).
-pub(crate) fn unscoped<'k>(scope: &str, key: &'k str) -> Option<&'k str> {
-    key.strip_prefix(scope)?.strip_prefix(':')
-}
-
-/// The Redis path of a check: its answer, and the key back.
+/// The remote leg of a check: its answer, and the key back.
 type Remote<'a> =
     Pin<Box<dyn Future<Output = (Result<Decision, RateLimitError>, Key<'a>)> + Send + 'a>>;
 
-/// One check of a key against `rate` by `limiter`, made when first polled.
+/// One check of a key against `rate`, made when first polled.
 pub(crate) struct Checking<'a> {
-    limiter: &'a Limiter,
+    shared: &'a Arc<Shared>,
     /// The attribute's or the layer's scope: the span's field, the metrics' label, and the
     /// prefix stripped from a scoped key in the denial's debug event.
     scope: Option<&'a str>,
@@ -51,28 +42,30 @@ pub(crate) struct Checking<'a> {
     done: bool,
 }
 
-/// Who holds the key: one field, so that the future stays small (it is moved into the
-/// caller's future, and its size is part of every in-process check's cost).
+/// Who holds the key: one field, so that the future stays small.
 enum Stage<'a> {
-    /// The check, before it is made, while it is made in process, and once it is over.
+    /// The check, before it is made, while it is made without I/O, and once it is over.
     Key(Key<'a>),
-    /// The Redis path, until it answers with the key.
+    /// The remote leg, until it answers with the key.
     Remote(Remote<'a>),
     /// Taken by the caller once the check was over.
     Taken,
 }
 
 impl<'a> Checking<'a> {
+    /// A check of `key` against `rate` at `at` (`None`: now) on the limiter whose state is
+    /// `shared`; `scope` for the checks of the attribute and the layer (see
+    /// [`telemetry`]).
     #[inline]
     pub(crate) fn new(
-        limiter: &'a Limiter,
+        shared: &'a Arc<Shared>,
         scope: Option<&'a str>,
         key: Key<'a>,
         rate: Rate,
         at: Option<SystemTime>,
     ) -> Checking<'a> {
         Checking {
-            limiter,
+            shared,
             scope,
             rate,
             at,
@@ -105,7 +98,7 @@ impl Future for Checking<'_> {
         let this = &mut *self;
         assert!(!this.done, "a rate limit check polled after it completed");
         let key = match &mut this.stage {
-            Stage::Key(key) => &*key,
+            Stage::Key(key) => &**key,
             Stage::Remote(remote) => {
                 let (result, key) = ready!(remote.as_mut().poll(cx));
                 this.stage = Stage::Key(key);
@@ -114,54 +107,42 @@ impl Future for Checking<'_> {
             }
             Stage::Taken => unreachable!("the key is taken only once the check is over"),
         };
-        let now_us = match this.at.map(clock::micros_since_epoch).transpose() {
-            Ok(now_us) => now_us,
+        let at = match this.at.map(clock::micros_since_epoch).transpose() {
+            Ok(at) => at,
             Err(error) => {
                 this.done = true;
                 return Poll::Ready(Err(error));
             }
         };
-        let (limiter, scope, rate) = (this.limiter, this.scope, this.rate);
-        let check = || limiter.check_local(scope, key.as_str(), rate, now_us);
-        let span = Limiter::span(scope);
+        let (shared, scope, rate) = (this.shared, this.scope, this.rate);
+        let next = || shared.next(scope, Limit { key, rate }, at);
+        let span = telemetry::span(scope);
         // A span no subscriber wants (and no `log` logger, with tracing's `log` feature) is
         // `Span::none()`, with nothing to enter.
-        let local = if span.is_none() {
-            check()
+        let next = if span.is_none() {
+            next()
         } else {
-            span.in_scope(check)
+            span.in_scope(next)
         };
-        let probe = match local {
-            Ok(Local::InProcess(verdict)) => {
+        let probe = match next {
+            Next::InProcess(verdict) => {
                 this.done = true;
                 return Poll::Ready(Ok(verdict.decision(rate)));
             }
-            Ok(Local::Answered(result)) => {
+            Next::Answered(result) => {
                 this.done = true;
                 return Poll::Ready(result);
             }
-            Err(probe) => probe,
+            Next::Remote { probe } => probe,
         };
         let Stage::Key(key) = std::mem::replace(&mut this.stage, Stage::Taken) else {
             unreachable!("the key was borrowed from this stage above")
         };
         let remote: Remote<'_> = Box::pin(
             async move {
-                #[cfg(feature = "metrics")]
-                let started = std::time::Instant::now();
-                let outcome = match limiter.remote_call(key.as_str(), rate, now_us, probe) {
-                    Ok(call) => call.await,
-                    Err(error) => Err(error),
-                };
-                let result = limiter.finish_remote(
-                    scope,
-                    key.as_str(),
-                    rate,
-                    now_us,
-                    outcome,
-                    #[cfg(feature = "metrics")]
-                    started,
-                );
+                let result = shared
+                    .remote(scope, Limit { key: &key, rate }, at, probe)
+                    .await;
                 (result, key)
             }
             .instrument(span),

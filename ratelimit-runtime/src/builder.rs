@@ -1,0 +1,227 @@
+//! [`LimiterBuilder`]: a limiter's store (Redis, a Redis Cluster, or in process), key prefix,
+//! failure policy, timeout and key cap, checked when it is built.
+
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use crate::check::Shared;
+use crate::error::RateLimitError;
+use crate::limiter::Limiter;
+use crate::policy::FailurePolicy;
+use crate::store::Store;
+use crate::store::memory::MemoryStore;
+use crate::store::redis::{RedisStore, TlsSettings};
+
+/// The key prefix when none is set: Redis keys are `ratelimit:<key>`.
+pub const DEFAULT_KEY_PREFIX: &str = "ratelimit:";
+/// How long a Redis check may take, connecting included, when no timeout is set: 250 ms.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+impl Limiter {
+    /// A builder, for a Redis limiter or to set the failure policy, prefix and timeout.
+    #[must_use]
+    pub fn builder() -> LimiterBuilder {
+        LimiterBuilder::default()
+    }
+}
+
+/// Configures a [`Limiter`]: the store (Redis, or in process when no URL is given), the key
+/// prefix, the failure policy and the timeout.
+#[derive(Clone)]
+pub struct LimiterBuilder {
+    redis: Option<RedisTarget>,
+    tls: TlsSettings,
+    key_prefix: String,
+    failure_policy: FailurePolicy,
+    timeout: Duration,
+    max_keys: Option<usize>,
+}
+
+/// The Redis deployment a builder was pointed at.
+#[derive(Clone)]
+enum RedisTarget {
+    Url(String),
+    Cluster(Vec<String>),
+}
+
+impl Default for LimiterBuilder {
+    fn default() -> Self {
+        LimiterBuilder {
+            redis: None,
+            tls: TlsSettings::default(),
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            failure_policy: FailurePolicy::default(),
+            timeout: DEFAULT_TIMEOUT,
+            max_keys: None,
+        }
+    }
+}
+
+impl LimiterBuilder {
+    /// Keeps the logs in the Redis server at `url`: `redis://[[user]:password@]host[:port][/db]`,
+    /// `rediss://…` for TLS (feature `tls`), or `redis+unix:///path`. Without it (or
+    /// [`redis_cluster`](LimiterBuilder::redis_cluster)) the limiter is in process. The last of
+    /// the two calls wins.
+    #[must_use]
+    pub fn redis_url(mut self, url: &str) -> Self {
+        self.redis = Some(RedisTarget::Url(url.to_owned()));
+        self
+    }
+
+    /// Keeps the logs in the Redis Cluster reached through `nodes` (`redis://` or `rediss://`
+    /// URLs of some of its masters; the rest is discovered), each key's sorted set on the node
+    /// that owns its slot. Every check touches one key, so keys need no hash tags; use
+    /// `{tags}` in keys only to co-locate them on purpose.
+    ///
+    /// The cluster client follows `MOVED` and `ASK` redirections and reconnects to moved or
+    /// failed-over masters within the check's timeout; the script counts a call that it resends
+    /// once.
+    #[must_use]
+    pub fn redis_cluster<I>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let nodes = nodes
+            .into_iter()
+            .map(|node| node.as_ref().to_owned())
+            .collect();
+        self.redis = Some(RedisTarget::Cluster(nodes));
+        self
+    }
+
+    /// Trusts the CA certificates in `pem` (PEM text) for `rediss://` servers, instead of the
+    /// platform's root certificates.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca_certificate = Some(pem.into());
+        self
+    }
+
+    /// Presents the certificate chain `certificate_pem` with its private key `key_pem` (both
+    /// PEM text) to `rediss://` servers that ask for client certificates (mutual TLS).
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_client_identity(
+        mut self,
+        certificate_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_identity = Some((certificate_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Caps the keys the in-process store tracks (the in-process limiter's store, and the one
+    /// [`FailurePolicy::Local`] falls back on). The cap is split evenly among the store's
+    /// shards (one shard below 128 keys, so small caps are exact; above, the total stays under
+    /// `max_keys + max_keys / 64`). A check for a new key that finds its shard full, after
+    /// dropping the keys whose periods have passed, is denied with a retry-after of its period,
+    /// and nothing is recorded (as nginx's `limit_req` answers 503 when its zone is full); keys
+    /// already tracked are unaffected. The first such denial is logged once, at warn level.
+    /// Without a cap (the default) memory follows the keys active within their periods: each
+    /// shard holds at most about twice its keys active in one period. Zero is rejected by
+    /// [`build`](LimiterBuilder::build) (`InvalidConfig`).
+    #[must_use]
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// Prepended to every key in Redis (default `"ratelimit:"`); use one per application or
+    /// environment sharing a Redis.
+    #[must_use]
+    pub fn key_prefix(mut self, prefix: &str) -> Self {
+        prefix.clone_into(&mut self.key_prefix);
+        self
+    }
+
+    /// What a check answers when the store cannot (default [`FailurePolicy::Local`]).
+    #[must_use]
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.failure_policy = policy;
+        self
+    }
+
+    /// The longest a Redis check may take, connecting included (default 250 ms); past it the
+    /// failure policy answers. For a cluster it is also each node's connection and response
+    /// timeout. Zero is rejected by [`build`](LimiterBuilder::build) (`InvalidConfig`).
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Builds the limiter. It connects lazily, on the first check, so a Redis that is down
+    /// now does not make this fail.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidConfig`] for a malformed Redis URL, an unknown scheme,
+    /// `rediss://` without the `tls` feature, TLS certificates for a URL that is not
+    /// `rediss://`, a TLS certificate or key that does not parse or a key that is not the
+    /// certificate's, an empty list of cluster nodes (or nodes that disagree on TLS or
+    /// credentials, or a `redis+unix://` or `/<db>` node URL), a zero timeout, or a zero
+    /// `max_keys`.
+    #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
+    pub async fn build(self) -> Result<Limiter, RateLimitError> {
+        self.build_now()
+    }
+
+    /// [`build`](LimiterBuilder::build) without a runtime, for the process-wide default.
+    pub(crate) fn build_now(self) -> Result<Limiter, RateLimitError> {
+        if self.timeout.is_zero() {
+            return Err(RateLimitError::InvalidConfig(
+                "the timeout must be longer than zero".into(),
+            ));
+        }
+        let max_keys = match self.max_keys {
+            None => None,
+            Some(max_keys) => Some(NonZeroUsize::new(max_keys).ok_or_else(|| {
+                RateLimitError::InvalidConfig("max_keys must be at least 1".into())
+            })?),
+        };
+        let store = match &self.redis {
+            None => Store::Memory(MemoryStore::with_max_keys(max_keys)),
+            Some(RedisTarget::Url(url)) => Store::Redis(
+                RedisStore::single(url, &self.tls, &self.key_prefix, self.timeout)
+                    .map_err(RateLimitError::InvalidConfig)?,
+            ),
+            Some(RedisTarget::Cluster(nodes)) => Store::Redis(
+                RedisStore::cluster(nodes, &self.tls, &self.key_prefix, self.timeout)
+                    .map_err(RateLimitError::InvalidConfig)?,
+            ),
+        };
+        let fallback = MemoryStore::with_max_keys(max_keys);
+        Ok(Limiter::from_shared(Shared::new(
+            store,
+            self.failure_policy,
+            fallback,
+        )))
+    }
+}
+
+/// Leaves the URL out: it may carry a password.
+impl fmt::Debug for LimiterBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redis = match &self.redis {
+            None => None,
+            Some(RedisTarget::Url(_)) => Some("url <redacted>".to_owned()),
+            Some(RedisTarget::Cluster(nodes)) => {
+                Some(format!("cluster of {} <redacted> node URLs", nodes.len()))
+            }
+        };
+        f.debug_struct("LimiterBuilder")
+            .field("redis", &redis)
+            .field("tls_ca_certificate", &self.tls.ca_certificate.is_some())
+            .field(
+                "tls_client_identity",
+                &self.tls.client_identity.as_ref().map(|_| "<redacted>"),
+            )
+            .field("max_keys", &self.max_keys)
+            .field("key_prefix", &self.key_prefix)
+            .field("failure_policy", &self.failure_policy)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}

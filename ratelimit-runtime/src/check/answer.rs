@@ -1,0 +1,125 @@
+//! The answers of a check that need no I/O, and the route of the others: the in-process
+//! store's answer, the failure policy's (a store that is unusable, or whose circuit breaker is
+//! open), or the way to the store.
+//!
+//! Another answer without I/O belongs here too, before a remote check's route: one the store
+//! gave earlier that is still exact (a full window's denial, until its first admission
+//! leaves), kept in process.
+
+use std::sync::atomic::Ordering;
+
+use super::shared::Shared;
+use crate::decision::Decision;
+use crate::error::{RateLimitError, StoreError};
+use crate::health::Route;
+use crate::limit::Limit;
+use crate::policy::FailurePolicy;
+use crate::store::Access;
+use crate::store::memory::Verdict;
+use crate::telemetry::{self, Timer};
+
+/// What comes next for a check.
+pub(super) enum Next {
+    /// The in-process store's answer, turned into a [`Decision`] where the check's future
+    /// returns it, so that the decision is written once (see [`Verdict`]).
+    InProcess(Verdict),
+    /// Answered without the store: the failure policy's answer.
+    Answered(Result<Decision, RateLimitError>),
+    /// To the store, over the network; as the probe of the open breaker of part `probe` when
+    /// it is `Some`.
+    Remote { probe: Option<usize> },
+}
+
+impl Shared {
+    /// What comes next for a check of `limit` at `at` (µs since the Unix epoch; `None`: the
+    /// store's clock), `scope` its attribute's or layer's (the span's field, the metrics'
+    /// label). Answers without I/O are counted and reported here (see
+    /// [`telemetry::decided`]); the remote leg reports its own.
+    #[inline(always)]
+    pub(super) fn next(&self, scope: Option<&str>, limit: Limit<'_>, at: Option<u64>) -> Next {
+        let timer = Timer::start();
+        match self.store.access() {
+            Access::InProcess(store) => {
+                let verdict = store.verdict(limit.key, limit.rate, at);
+                telemetry::decided(
+                    scope,
+                    limit.key,
+                    Some(verdict.is_admitted()),
+                    || verdict.retry_after(),
+                    timer,
+                );
+                Next::InProcess(verdict)
+            }
+            Access::Remote => self.route(scope, limit, at, timer),
+            Access::Unusable(error) => self.answer_unusable(scope, limit, at, error, timer),
+        }
+    }
+
+    /// A remote check's route: to the store, or, while its part's breaker is open, the
+    /// policy's answer. Out of line (as [`answer_unusable`](Shared::answer_unusable)), so
+    /// that the in-process check inlined into its future stays small.
+    #[inline(never)]
+    fn route(&self, scope: Option<&str>, limit: Limit<'_>, at: Option<u64>, timer: Timer) -> Next {
+        match self.health.route(|| self.store.part(limit.key)) {
+            Route::Store(probe) => Next::Remote { probe },
+            Route::Policy(error) => {
+                let result = self.answer_by_policy(scope, limit, at, error);
+                telemetry::answered(scope, limit.key, &result, timer);
+                Next::Answered(result)
+            }
+        }
+    }
+
+    /// The answer when the store is unusable (`error`): the failure policy's, the store's
+    /// failure counted as an outage.
+    #[inline(never)]
+    fn answer_unusable(
+        &self,
+        scope: Option<&str>,
+        limit: Limit<'_>,
+        at: Option<u64>,
+        error: StoreError,
+        timer: Timer,
+    ) -> Next {
+        self.health.failed(0, &error, self.policy, false);
+        let result = self.answer_by_policy(scope, limit, at, error);
+        telemetry::answered(scope, limit.key, &result, timer);
+        Next::Answered(result)
+    }
+
+    /// The failure policy's answer to a check the store could not answer (`error`), counted
+    /// among the policy's answers.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] with `error` under [`FailurePolicy::Closed`].
+    pub(super) fn answer_by_policy(
+        &self,
+        scope: Option<&str>,
+        limit: Limit<'_>,
+        at: Option<u64>,
+        error: StoreError,
+    ) -> Result<Decision, RateLimitError> {
+        let policy = self.policy;
+        if !matches!(error, StoreError::NoRuntime)
+            && !error.is_outage()
+            // One bad key is not an outage: other keys keep their store, and the logs stay
+            // quiet about recoveries that are not.
+            && !self.foreign_key_seen.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(%error, ?policy, "a rate limit key holds a value the script cannot use (not a sorted set of times: another application writes under this prefix?); its checks are answered by the failure policy");
+        }
+        self.health.answered_by_policy();
+        telemetry::policy_answered(scope, limit.key, &error, policy);
+        let rate = limit.rate;
+        match policy {
+            FailurePolicy::Open => Ok(Decision::admitted(
+                rate.threshold(),
+                rate.threshold() - 1,
+                rate.period(),
+            )),
+            FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
+            FailurePolicy::Local => Ok(self.fallback.check(limit.key, rate, at)),
+        }
+    }
+}

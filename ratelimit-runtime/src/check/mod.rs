@@ -1,0 +1,23 @@
+//! The path of one check, from the call to its answer, over the state a limiter's clones
+//! share ([`Shared`]). It knows nothing of [`Limiter`](crate::Limiter), which hands it that
+//! state, nor of the attribute or the frameworks above.
+//!
+//! - `shared.rs`: [`Shared`]: the store, the failure policy and its fallback, the health;
+//! - `answer.rs`: the answers that need no I/O (the in-process store's; the failure policy's,
+//!   when the store is unusable or its circuit breaker is open), and the route of the others;
+//! - `remote.rs`: the remote leg: the store's call, with the breakers' and the cluster's
+//!   bookkeeping, handed to the runtime when its caller stops waiting;
+//! - `future.rs`: [`Checking`], the future of one check.
+//!
+//! A check's trip: [`Checking`] is polled; on its first poll it converts the explicit time,
+//! enters its span and asks `answer.rs` what comes next ([`Next`](answer::Next)): an answer
+//! of the in-process store or of the policy (the check completes on that poll), or the
+//! remote leg, which it boxes and polls until the store or the policy answers.
+
+mod answer;
+mod future;
+mod remote;
+mod shared;
+
+pub(crate) use self::future::Checking;
+pub(crate) use self::shared::Shared;

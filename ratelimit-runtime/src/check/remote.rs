@@ -1,0 +1,123 @@
+//! The remote leg of a check: the store's call, with the circuit breakers' bookkeeping (and,
+//! in a cluster, the lookup that opens a failed master's other slots), run as a [`HandOff`]
+//! so that it reaches its end even when its caller stops waiting; then the failure policy's
+//! answer when the store failed.
+
+use std::sync::Arc;
+
+use super::shared::Shared;
+use crate::decision::Decision;
+use crate::error::{RateLimitError, StoreError};
+use crate::limit::Limit;
+use crate::runtime::{HandOff, Runtime};
+use crate::telemetry::{self, Timer};
+
+impl Shared {
+    /// Checks `limit` at `at` (µs since the Unix epoch; `None`: the store's clock) with the
+    /// store; `probe`: the part whose open breaker the check probes (its key's, or in a
+    /// cluster the slot that stands for its master's). Reported as [`Shared::next`]'s answers.
+    ///
+    /// # Errors
+    ///
+    /// The failure policy's when the store failed: [`RateLimitError::Unavailable`] under
+    /// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed).
+    pub(super) async fn remote(
+        self: &Arc<Self>,
+        scope: Option<&str>,
+        limit: Limit<'_>,
+        at: Option<u64>,
+        probe: Option<usize>,
+    ) -> Result<Decision, RateLimitError> {
+        let timer = Timer::start();
+        let outcome = match self.call(limit, at, probe) {
+            Ok(call) => call.await,
+            Err(error) => Err(error),
+        };
+        let result = match outcome {
+            Ok(decision) => Ok(decision),
+            Err(error) => self.answer_by_policy(scope, limit, at, error),
+        };
+        telemetry::answered(scope, limit.key, &result, timer);
+        result
+    }
+
+    /// The store's call of a check, owning what it needs (the key copied, this state shared),
+    /// so that when its caller stops waiting it can be handed to the runtime and still reach
+    /// its end (bounded by the timeout) and tell the breakers how it went.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NoRuntime`] outside a runtime.
+    fn call(
+        self: &Arc<Self>,
+        limit: Limit<'_>,
+        at: Option<u64>,
+        probe: Option<usize>,
+    ) -> Result<HandOff<Result<Decision, StoreError>>, StoreError> {
+        // Ends the probe if the call is dropped unfinished (even before its first poll).
+        let unanswered = probe.map(|part| EndProbe(Arc::clone(self), part));
+        let Some(runtime) = Runtime::current() else {
+            return Err(StoreError::NoRuntime);
+        };
+        let shared = Arc::clone(self);
+        let (key, rate) = (limit.key.to_owned(), limit.rate);
+        let call = async move {
+            let outcome = shared.store.check(Limit { key: &key, rate }, at).await;
+            shared.settle(&outcome, &key, probe);
+            if let Some(end) = unanswered {
+                std::mem::forget(end);
+            }
+            outcome
+        };
+        Ok(HandOff::new(call, runtime))
+    }
+
+    /// Tells the breakers how a call of `key` went (`probe`: it probed that part).
+    fn settle(
+        self: &Arc<Self>,
+        outcome: &Result<Decision, StoreError>,
+        key: &str,
+        probe: Option<usize>,
+    ) {
+        // The breaker the outcome is recorded against (worked out only when needed).
+        let part = || probe.unwrap_or_else(|| self.store.part(key));
+        match outcome {
+            Err(error) if error.is_outage() => {
+                let part = part();
+                let opened = self
+                    .health
+                    .failed(part, error, self.policy, probe.is_some());
+                if opened && self.store.parts() > 1 {
+                    self.open_group_of(part);
+                }
+            }
+            // The store answered, even if with an error about this one key.
+            _ => self.health.succeeded(part, probe.is_some()),
+        }
+    }
+
+    /// Opens, in the background (one lookup at a time), the breakers of the parts that fail
+    /// with `part`: in a cluster, the failed master's other slots, once the cluster tells
+    /// which they are.
+    #[cold]
+    fn open_group_of(self: &Arc<Self>, part: usize) {
+        let Some(runtime) = Runtime::current() else {
+            return;
+        };
+        let shared = Arc::clone(self);
+        runtime.spawn(async move {
+            if let Some(ranges) = shared.store.group_of(part).await {
+                shared.health.open_ranges(&ranges, part);
+            }
+        });
+    }
+}
+
+/// Ends the probe of a breaker part when dropped.
+struct EndProbe(Arc<Shared>, usize);
+
+impl Drop for EndProbe {
+    fn drop(&mut self) {
+        self.0.health.end_probe(self.1);
+    }
+}

@@ -1,0 +1,106 @@
+//! What a check tells the world: the span it runs in, the event of its decision, and (feature
+//! `metrics`) its counters and duration. See the crate docs' Observability for what each
+//! carries: keys never appear above debug level, nor in spans or metrics.
+
+use std::time::Duration;
+
+use crate::decision::Decision;
+use crate::error::{RateLimitError, StoreError};
+use crate::key::unscoped;
+use crate::policy::FailurePolicy;
+
+/// The span a check runs in: `ratelimit.check` at debug level, with the field `scope` for the
+/// checks of `#[rate_limit]` and of the axum layer (never the key).
+pub(crate) fn span(scope: Option<&str>) -> tracing::Span {
+    tracing::debug_span!("ratelimit.check", scope)
+}
+
+/// Times a check, for the histogram `ratelimit_check_duration_seconds` (feature `metrics`).
+/// Without the feature it is zero-sized and reads no clock, so that the signatures carrying
+/// it need no `cfg`.
+#[derive(Clone, Copy)]
+pub(crate) struct Timer {
+    #[cfg(feature = "metrics")]
+    started: std::time::Instant,
+}
+
+impl Timer {
+    /// Starts timing now.
+    #[inline]
+    pub(crate) fn start() -> Timer {
+        Timer {
+            #[cfg(feature = "metrics")]
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+/// A check's answer, `admitted` or denied (`None`: an error), whose retry-after `retry_after`
+/// gives when denied: counted in the metrics (timed by `timer`) and, for a scoped check, its
+/// decision's event: trace when admitted, debug when denied (with the key without its
+/// `scope:` prefix, and the retry-after). Checks made by hand have no event.
+#[inline]
+pub(crate) fn decided(
+    scope: Option<&str>,
+    key: &str,
+    admitted: Option<bool>,
+    retry_after: impl FnOnce() -> Option<Duration>,
+    timer: Timer,
+) {
+    #[cfg(feature = "metrics")]
+    crate::metrics::checked(scope, admitted, timer.started.elapsed());
+    #[cfg(not(feature = "metrics"))]
+    let _ = timer;
+    let (Some(scope), Some(admitted)) = (scope, admitted) else {
+        return;
+    };
+    if admitted {
+        tracing::trace!(scope, "rate limit admitted the call");
+    } else {
+        denial_event(scope, key, retry_after());
+    }
+}
+
+/// [`decided`], for a check's result.
+#[inline]
+pub(crate) fn answered(
+    scope: Option<&str>,
+    key: &str,
+    result: &Result<Decision, RateLimitError>,
+    timer: Timer,
+) {
+    let decision = result.as_ref().ok();
+    decided(
+        scope,
+        key,
+        decision.map(|decision| decision.allowed),
+        || decision.and_then(|decision| decision.retry_after),
+        timer,
+    );
+}
+
+/// A check the store could not answer (`error`), answered by `policy` instead: a debug event
+/// with the key, and the counter `ratelimit_policy_answered_total`.
+pub(crate) fn policy_answered(
+    scope: Option<&str>,
+    key: &str,
+    error: &StoreError,
+    policy: FailurePolicy,
+) {
+    if matches!(error, StoreError::NoRuntime) {
+        tracing::debug!("a Redis rate limit check outside a Tokio runtime");
+    }
+    tracing::debug!(%error, key, ?policy, "check answered by the failure policy");
+    #[cfg(feature = "metrics")]
+    crate::metrics::policy_answered(scope);
+    #[cfg(not(feature = "metrics"))]
+    let _ = scope;
+}
+
+/// The debug event of a denial, with the key stripped of its `scope:` prefix.
+#[cold]
+#[inline(never)]
+fn denial_event(scope: &str, key: &str, retry_after: Option<Duration>) {
+    let key = unscoped(scope, key);
+    tracing::debug!(scope, key, ?retry_after, "rate limit denied the call");
+}
