@@ -11,6 +11,8 @@
 //! - `spans` places generated tokens where rustc should report them;
 //! - `expand` writes the guard that checks the limiter before the body runs.
 
+#![forbid(unsafe_code)]
+
 mod args;
 mod duration;
 mod expand;

@@ -94,9 +94,11 @@
 //! the first time the scope is seen and kept for the life of the process, so checks allocate
 //! nothing for their metrics.
 
+#![forbid(unsafe_code)]
+
 // The layers, bottom first: each file imports only from the layers below its own (see
-// README.md's "Architecture", which lists every file, and the test `layers` below, which
-// checks it).
+// README.md's "Architecture", which lists every file, and tests/tests/layers.rs, which checks
+// the code against it).
 mod clock;
 mod decision;
 mod error;
