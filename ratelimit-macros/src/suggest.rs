@@ -2,7 +2,7 @@
 //! unknown arguments.
 
 /// The word of `known` that `word` (lowercased) most likely meant: its synonym in `synonyms`,
-/// else the nearest of `known` within rustc's distance for typos (a third of the word's
+/// else the nearest of `known` within rustc's distance for typos (a third of the known word's
 /// length, at least 1); `None` when none is close.
 pub(crate) fn closest<'a>(
     word: &str,

@@ -64,7 +64,7 @@ impl Rate {
     /// [`RateLimitError::InvalidInput`] when `threshold` is 0 or above [`Rate::MAX_THRESHOLD`],
     /// or when `period` is below [`Rate::MIN_PERIOD`], above [`Rate::MAX_PERIOD`] or not a whole
     /// number of microseconds.
-    // Here rather than in `rate.rs`: see the note on `Rate`.
+    // Here rather than in `rate.rs`: see the comment on `Rate` there.
     pub fn new(threshold: u64, period: Duration) -> Result<Rate, RateLimitError> {
         match Rate::checked(threshold, period) {
             Ok(rate) => Ok(rate),

@@ -10,10 +10,10 @@
 //!
 //! | state | stored as | a check of its part |
 //! | --- | --- | --- |
-//! | closed | `down_since` before the outage (or no outage) | goes to the store |
+//! | closed | `down_since` before the outage (or no outage), whatever `next_probe` holds | goes to the store |
 //! | open | `down_since` in the outage, `next_probe` later than now | is answered by the policy |
-//! | probing | `next_probe == PROBING` | is answered by the policy (one probe is in flight) |
-//! | following | open, `leader` another part | as the leader's breaker: its probes stand for both |
+//! | probing | open, and `next_probe == PROBING` | is answered by the policy (one probe is in flight) |
+//! | following | `down_since` in the outage, `leader` another part | as the leader's breaker (closed while it is; its probes stand for both) |
 //!
 //! | from | event | to |
 //! | --- | --- | --- |
@@ -21,8 +21,9 @@
 //! | open | a check comes once the next probe is due ([`Health::route`]) | probing: that check is the probe |
 //! | probing | the probe is answered ([`Health::succeeded`]) | closed; the outage ends (info) if no part failed for [`QUIET`] (at once with one breaker) |
 //! | probing | the probe fails, or is dropped unanswered ([`Health::end_probe`]) | open, next probe a [`PROBE_INTERVAL`] later |
+//! | open, probing | a check sent before it opened is answered by the store ([`Health::succeeded`]) | closed (a probe in flight ends by itself) |
 //! | closed | its failed master's slot ranges arrive ([`Health::open_ranges`]) | following the failed slot |
-//! | following | its leader closes | closed |
+//! | following | its leader closes | as closed, until the leader fails again in the same outage: then open with it |
 //! | following | a check of its own fails | open, on its own |
 //! | any | the outage ends | closed (opened before the next outage: stale) |
 

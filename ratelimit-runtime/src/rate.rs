@@ -12,6 +12,8 @@ use std::time::Duration;
 /// Invalid rates are unrepresentable: the threshold is in `1..=2^32 - 1` admissions and the period
 /// is a whole number of microseconds in `1 ms..=100 years` (100 Julian years, so that a Redis
 /// score, microseconds since the Unix epoch, plus a period stays an exact integer in a `f64`).
+// `Rate::new` is written in `error.rs`: its error, a `RateLimitError`, carries a `Rate` (a
+// denial's), so `error.rs` sits above this file, and only there may both be named.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rate {
     threshold: u32,

@@ -1,7 +1,10 @@
 //! The crates' layering, against README.md's "Architecture": every file of `ratelimit-runtime/src`
-//! and `ratelimit-macros/src` is listed there, and imports (any `crate::`, `super::` or
-//! `self::` path outside comments and test modules) only files listed above it, through their
-//! module paths: `crate::Limiter` (a root re-export) would hide which file a file depends on.
+//! and `ratelimit-macros/src` is listed there, and names (by any `crate::`, `super::` or
+//! `self::` path outside comments, literals and test modules) only files listed above it,
+//! through their module paths: `crate::Limiter` (a root re-export) would hide which file a
+//! file depends on. A `mod.rs` comes after its children, which it names by bare paths. Not
+//! seen: methods called across files (an `impl` written in another file, as `Rate::new` in
+//! `error.rs`), which the lists order by hand.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -99,24 +102,163 @@ fn modules(files: &Files) -> BTreeMap<String, Vec<String>> {
     modules
 }
 
-/// `text` without its comments (doc comments included) and its test module (the code from a
-/// `#[cfg(test)]` line followed by `mod <name> {` on).
+/// `text` as code only: comments (doc comments included), string and character literals
+/// blanked out (newlines kept), and `#[cfg(test)] mod <name> { .. }` blocks removed.
 fn code(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let end = (0..lines.len())
-        .find(|&i| {
-            lines[i].trim() == "#[cfg(test)]"
-                && lines.get(i + 1).is_some_and(|next| {
-                    let next = next.trim();
-                    next.starts_with("mod ") && next.ends_with('{')
-                })
-        })
-        .unwrap_or(lines.len());
-    lines[..end]
-        .iter()
-        .map(|line| line.split_once("//").map_or(*line, |(code, _)| code))
-        .collect::<Vec<_>>()
-        .join("\n")
+    let code = blank_comments_and_literals(text);
+    without_test_modules(&code)
+}
+
+/// `text` with its comments and the insides of its string and character literals replaced by
+/// spaces, so that a `//` or a `crate::` inside a string is not taken for code.
+fn blank_comments_and_literals(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && matches!(next, Some('"' | '#'))
+            && (i == 0 || !is_ident_char(chars[i - 1]) || chars[i - 1] == 'b')
+        {
+            // A raw string: r"..", r#".."#, ...
+            let hashes = chars[i + 1..].iter().take_while(|&&c| c == '#').count();
+            if chars.get(i + 1 + hashes) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            let closing: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            out.push('r');
+            i += 1;
+            for _ in 0..=hashes {
+                out.push(' ');
+                i += 1;
+            }
+            while i < chars.len() && !chars[i..].starts_with(&closing) {
+                out.push(blank(chars[i]));
+                i += 1;
+            }
+            for _ in 0..closing.len().min(chars.len() - i) {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '"' {
+            out.push(' ');
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < chars.len() {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+        } else if c == '\'' {
+            // A character literal ('x', '\n', '\u{..}'), not a lifetime ('a).
+            let end = if next == Some('\\') {
+                // Past the escaped character, which may itself be a quote ('\'').
+                chars
+                    .get(i + 3..)
+                    .and_then(|rest| rest.iter().position(|&c| c == '\''))
+                    .map(|at| i + 3 + at)
+            } else if chars.get(i + 2) == Some(&'\'') {
+                Some(i + 2)
+            } else {
+                None
+            };
+            match end {
+                Some(end) => {
+                    for _ in i..=end {
+                        out.push(' ');
+                    }
+                    i = end + 1;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `code` (already blanked by [`blank_comments_and_literals`]) without its
+/// `#[cfg(test)] mod <name> { .. }` blocks: tests may import anything.
+fn without_test_modules(code: &str) -> String {
+    let mut out = code.to_owned();
+    while let Some(at) = out.find("#[cfg(test)]") {
+        let rest = &out[at + "#[cfg(test)]".len()..];
+        let trimmed = rest.trim_start();
+        let Some(after_mod) = trimmed.strip_prefix("mod ") else {
+            // `#[cfg(test)]` on something else (a declaration `mod fuzz;`, an item): keep it,
+            // but look past it.
+            out.replace_range(at..at + "#[cfg(test)]".len(), &" ".repeat(12));
+            continue;
+        };
+        let name_end = after_mod
+            .find(|c: char| !is_ident_char(c))
+            .unwrap_or(after_mod.len());
+        let after_name = after_mod[name_end..].trim_start();
+        if !after_name.starts_with('{') {
+            out.replace_range(at..at + "#[cfg(test)]".len(), &" ".repeat(12));
+            continue;
+        }
+        let open = out.len() - after_name.len();
+        let mut depth = 0;
+        let mut close = out.len();
+        for (offset, c) in out[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = open + offset + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.replace_range(at..close, "");
+    }
+    out
 }
 
 fn is_ident_char(c: char) -> bool {
@@ -206,6 +348,19 @@ fn violations(files: &Files, listed: &[String]) -> Vec<String> {
             problems.push(format!("{file} is listed in README.md but does not exist"));
         }
     }
+    // A `mod.rs` names its children by bare paths (`script::run`): it comes after them all.
+    for (rank, file) in listed.iter().enumerate() {
+        let dir = match file.strip_suffix("mod.rs") {
+            Some(dir) => dir,
+            None if file == "lib.rs" => "",
+            None => continue,
+        };
+        for (child_rank, child) in listed.iter().enumerate() {
+            if child != file && child.starts_with(dir) && child_rank > rank {
+                problems.push(format!("{file} is listed above its child {child}"));
+            }
+        }
+    }
     let modules = modules(files);
     let file_of = |module: &[String]| {
         (0..=module.len()).rev().find_map(|len| {
@@ -293,8 +448,10 @@ fn the_macros_files_import_only_the_layers_below_them() {
     check_crate("ratelimit-macros/src");
 }
 
-/// The check itself finds what it must: an upward import, a cycle, a root re-export, a file
-/// left out, and it reads groups, `super::`, `self::` and `#[path]` modules.
+/// The check itself finds what it must: an upward import, a root re-export, a file left out,
+/// a `mod.rs` above its children, an import after a test module or a `//` in a string; and
+/// it reads groups, `super::`, `self::` and `#[path]` modules, and skips comments, strings
+/// and test modules.
 #[test]
 fn the_check_finds_upward_imports_cycles_and_root_imports() {
     let files: Files = [
@@ -305,25 +462,29 @@ fn the_check_finds_upward_imports_cycles_and_root_imports() {
         ("a.rs", "use crate::{b::B, c};\n// use crate::d;\n"),
         (
             "b.rs",
-            "use crate::a::A;\npub struct B;\n#[cfg(test)]\nmod tests {\n    use crate::c::C;\n}\n",
+            "use crate::a::A;\n#[cfg(test)]\nmod tests {\n    use crate::c::C;\n}\n\
+             const URL: &str = \"redis://\"; use crate::c::d::D;\n\
+             const S: &str = r#\"crate::c \"quoted\"\"#; const Q: char = '\\'';",
         ),
         ("c/mod.rs", "mod d;\nuse self::d::D;\nuse crate::Limiter;"),
         (
             "c/d.rs",
-            "use super::super::a::A;\nuse crate::__private::x;",
+            "use super::super::a::A;\nuse crate::__private::x; /* crate::b */",
         ),
         ("private.rs", ""),
     ]
     .into_iter()
     .map(|(file, text)| (file.to_owned(), text.to_owned()))
     .collect();
-    let order = ["private.rs", "a.rs", "b.rs", "c/d.rs", "c/mod.rs"].map(str::to_owned);
+    let order = ["private.rs", "c/mod.rs", "a.rs", "b.rs", "c/d.rs"].map(str::to_owned);
     let problems = violations(&files, &order);
     let expected = [
         "lib.rs is listed 0 times in README.md's Architecture",
-        "a.rs imports b.rs (`crate::b::B`), which is not listed above it",
-        "a.rs imports c/mod.rs (`crate::c`), which is not listed above it",
+        "c/mod.rs is listed above its child c/d.rs",
         "c/mod.rs imports `crate::Limiter` through the crate root: name its module",
+        "c/mod.rs imports c/d.rs (`self::d::D`), which is not listed above it",
+        "a.rs imports b.rs (`crate::b::B`), which is not listed above it",
+        "b.rs imports c/d.rs (`crate::c::d::D`), which is not listed above it",
     ];
     assert_eq!(problems, expected, "{problems:#?}");
 }

@@ -172,8 +172,17 @@ impl KeyExtractor for PeerIp {
 /// the proxies [`PeerIp`] believes. An IPv4-mapped IPv6 address or range
 /// (`::ffff:10.0.0.0/104`) is its IPv4 one (`10.0.0.0/8`), as the addresses it is matched
 /// against are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IpRange(IpNet);
+
+impl fmt::Debug for IpRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IpRange")
+            .field("network", &self.0.addr())
+            .field("prefix", &self.0.prefix_len())
+            .finish()
+    }
+}
 
 impl IpRange {
     /// The single address `ip`.
@@ -255,6 +264,10 @@ mod tests {
         assert!(range("127.0.0.1").contains(ip("::ffff:127.0.0.1")));
         assert!(range("::ffff:10.0.0.0/104").contains(ip("10.9.9.9")));
         assert_eq!(range("::ffff:10.0.0.0/104").to_string(), "10.0.0.0/8");
+        assert_eq!(
+            format!("{:?}", range("10.1.2.3/8")),
+            "IpRange { network: 10.1.2.3, prefix: 8 }"
+        );
         for bad in [
             "",
             "10.0.0.0/33",

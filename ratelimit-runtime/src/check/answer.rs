@@ -2,9 +2,9 @@
 //! store's answer, the failure policy's (a store that is unusable, or whose circuit breaker is
 //! open), or the way to the store.
 //!
-//! Another answer without I/O belongs here too, before a remote check's route: one the store
-//! gave earlier that is still exact (a full window's denial, until its first admission
-//! leaves), kept in process.
+//! Not built yet, and the place for it: a third answer without I/O, before a remote check's
+//! route, would be one the store gave earlier that is still exact (a full window's denial,
+//! until its first admission leaves), kept in process.
 
 use std::sync::atomic::Ordering;
 

@@ -1,5 +1,5 @@
 //! The path of one check, from the call to its answer, over the state a limiter's clones
-//! share ([`Shared`]). It knows nothing of [`Limiter`](crate::Limiter), which hands it that
+//! share ([`Shared`]). It knows nothing of the public limiter above it, which hands it that
 //! state, nor of the attribute or the frameworks above.
 //!
 //! - `shared.rs`: [`Shared`]: the store, the failure policy and its fallback, the health;

@@ -1,6 +1,7 @@
-//! The async runtime seam: all the Redis path asks of an executor, in one place, so that a
-//! second runtime is one file beside `tokio.rs` with the same items (and a choice between
-//! the two in `Runtime::current`).
+//! The async runtime seam: what the check path and the Redis store ask of an executor, in one
+//! place, so that a second runtime is one file beside `tokio.rs` with the same items (and a
+//! choice between the two in `Runtime::current`), plus redis-rs's connections for it (today
+//! they are built for Tokio: its `tokio-comp` feature, in `store/redis/target.rs`).
 //!
 //! - [`Runtime::current`]: the runtime the caller is on; `None` outside any (such a check is
 //!   answered by the failure policy, as [`StoreError::NoRuntime`](crate::StoreError::NoRuntime)).

@@ -12,7 +12,7 @@ pub(crate) struct Runtime(::tokio::runtime::Handle);
 pub(crate) type RuntimeId = ::tokio::runtime::Id;
 
 impl Runtime {
-    /// The runtime the caller runs on; `None` outside any (or while it shuts down).
+    /// The runtime the caller runs on; `None` outside any.
     pub(crate) fn current() -> Option<Runtime> {
         ::tokio::runtime::Handle::try_current().ok().map(Runtime)
     }

@@ -8,9 +8,9 @@
 //! these rules, and `tests/tests/store_conformance.rs` runs the same semantics against each:
 //!
 //! - **Time** is integer microseconds since the Unix epoch: the check's explicit time (`at`,
-//!   from [`Limiter::check_at`](crate::Limiter::check_at)), else the store's own clock: the
-//!   wall clock in process, the Redis server's `TIME` in Redis (one clock for every
-//!   application server, whatever theirs say).
+//!   from `Limiter::check_at`), else the store's own clock: the wall clock in process, the
+//!   Redis server's `TIME` in Redis (one clock for every application server, whatever theirs
+//!   say).
 //! - **The sliding window log** (the one algorithm so far): a limit admits a call at `now`
 //!   iff fewer than `threshold` admissions of its key lie in the window `(now − period, now]`
 //!   (an admission at `t` stops counting at exactly `t + period`); admissions recorded later
@@ -24,8 +24,10 @@
 //!   process.
 //! - **Answers**: an admission says how many admissions remain and when the window empties
 //!   (`reset_after`: the newest admission + period − now); a denial says when the count falls
-//!   below the threshold (`retry_after`: the oldest admission still counted + period − now),
-//!   exact for the log.
+//!   below the threshold (`retry_after`: the admission at rank `count − threshold` among those
+//!   counted, oldest first, + period − now: the oldest one unless the window holds more than
+//!   `threshold`, as it can after a lower threshold or admissions later than now), exact for
+//!   the log. A new key denied because the in-process store holds `max_keys` waits one period.
 //! - **Expiry**: a key whose every admission has left its window is dropped: by `PEXPIRE` in
 //!   Redis (never shortened by a check), by sweeps that ride on later checks in process.
 //! - **Failures**: a store that cannot answer returns a [`StoreError`]; the check path, not the
@@ -40,9 +42,10 @@
 //! of them; [`Store::part`] gives a key's). Parts may fail together, as a cluster master's
 //! slots do: [`Store::group_of`] tells which, asked in the background after a failure.
 //!
-//! # Room for what comes next
+//! # Not built yet: room for what comes next
 //!
-//! Written so that the next features extend it rather than break it:
+//! None of the following exists today; they are the planned features this contract is
+//! written to be extended by, rather than broken:
 //!
 //! - A second algorithm (the sliding window counter: two fixed windows of length `period`,
 //!   aligned to multiples of it since the Unix epoch) is a field of [`Limit`], with its own

@@ -32,8 +32,9 @@ const SOURCE: &str = include_str!("sliding_window.lua");
 /// `EVALSHA <sha1> 1 <prefix><key> <period_us> <threshold> <member> <now_us or "">`: the
 /// [`SLIDING_WINDOW`] call for one check, in a buffer sized for it up front. The key is written
 /// into the command in its two pieces, never joined into a `String` of its own: building the
-/// command allocates its two buffers and nothing else (the check path's own allocations for a
-/// Redis check, the key's copy and two boxes, are in `check/`).
+/// command allocates its two buffers and nothing else (a Redis check's other allocations, the
+/// key's copy and two boxes, are the check path's: `check/remote.rs`, `check/future.rs` and
+/// `runtime::HandOff`).
 fn evalsha(prefix: &str, limit: Limit<'_>, member: &[u8], at: Option<u64>) -> Cmd {
     command(
         "EVALSHA",

@@ -144,7 +144,7 @@ impl Connection {
             let mut command = redis::cmd("CLUSTER");
             command.arg("SLOTS");
             let asked = connection.route_command(command, routing);
-            if let Ok(Ok(reply)) = tokio::time::timeout(timeout, asked).await {
+            if let Ok(Ok(reply)) = crate::runtime::timeout(timeout, asked).await {
                 return master_ranges(&reply, slot);
             }
         }
