@@ -18,6 +18,12 @@
 //! [`TestCluster::kill`] stops one (with the default, `yes`, the whole cluster would answer
 //! `CLUSTERDOWN` once the dead node is marked failed, after the node timeout).
 //!
+//! [`TestCluster::freeze`] stalls a master until [`TestCluster::thaw`] (`SIGSTOP` and
+//! `SIGCONT`: a paused VM, a swap storm): it accepts connections and answers nothing, for as
+//! long as the test wants. (`CLIENT PAUSE ... ALL` cannot be ended early: while it lasts, the
+//! server postpones every command of every client, `CLIENT UNPAUSE` included, so a pause
+//! always lasts its full time, whatever a loaded machine does meanwhile.)
+//!
 //! Ports: each node needs P and its bus port P + 10000 free. They are picked below the OS's
 //! ephemeral port range (bus ports included), so no [`crate::free_port`] or outgoing
 //! connection of a concurrent test takes them between the probe and the start; a node whose
@@ -43,11 +49,16 @@ pub const SLOTS: u16 = 16_384;
 /// The cluster's `cluster-node-timeout`, in milliseconds.
 pub const NODE_TIMEOUT_MS: u64 = 2_000;
 
-/// How long a started cluster may take to agree on its slots.
-const FORM_DEADLINE: Duration = Duration::from_secs(20);
+/// How long a started cluster may take to agree on its slots (seconds when idle; long, for a
+/// loaded machine forming several clusters at once).
+const FORM_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The timeouts of the harness's own (inspection and administration) connections.
-const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
+const ADMIN_TIMEOUT: Duration = crate::INSPECTION_TIMEOUT;
+
+/// The timeouts of [`TestCluster::cluster_client`]: generous, so that a healthy node never
+/// fails an inspection on a loaded machine (a dead node is refused at once).
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The timeout of one `MIGRATE`, in milliseconds.
 const MIGRATE_TIMEOUT_MS: u64 = 5_000;
@@ -71,8 +82,8 @@ type SlotRange = (u16, u16, String);
 
 impl TestCluster {
     /// Starts `masters` masters (at least 3, as `redis-cli --cluster create` requires), forms
-    /// the cluster and waits (up to 20 s) until every node reports `cluster_state:ok` and all
-    /// agree on the slots.
+    /// the cluster and waits (up to 60 s) until every node reports `cluster_state:ok` and all
+    /// agree on the slots, which cover all 16384 and are shared by every master.
     ///
     /// # Panics
     ///
@@ -246,6 +257,54 @@ impl TestCluster {
         }
     }
 
+    /// Stalls `node` until [`TestCluster::thaw`] (`SIGSTOP`): its connections stay open and new
+    /// ones are accepted (by the kernel), but it answers nothing, neither clients nor the
+    /// cluster bus (after the node timeout the other masters flag it as failing; with
+    /// `cluster-require-full-coverage no` they keep serving their own slots, and its slots stay
+    /// assigned to it). Commands sent meanwhile run when it is thawed.
+    ///
+    /// # Panics
+    ///
+    /// When `node` was killed, or the signal cannot be sent.
+    pub fn freeze(&self, node: usize) {
+        self.signal(node, Signal::Stop);
+    }
+
+    /// Lets a [`frozen`](TestCluster::freeze) `node` run again (`SIGCONT`): it answers what it
+    /// was sent meanwhile, in order, then serves as before.
+    ///
+    /// # Panics
+    ///
+    /// As [`TestCluster::freeze`].
+    pub fn thaw(&self, node: usize) {
+        self.signal(node, Signal::Continue);
+    }
+
+    fn signal(&self, node: usize, signal: Signal) {
+        let child = self.nodes[node]
+            .child
+            .as_ref()
+            .unwrap_or_else(|| panic!("cluster node {node} was killed: it cannot be {signal:?}ed"));
+        if let Err(error) = send_signal(child.id(), signal) {
+            panic!("could not send {signal:?} to cluster node {node}: {error}");
+        }
+    }
+
+    /// The slot ranges `node` owns, as the first live node sees them (`CLUSTER SLOTS`), sorted.
+    ///
+    /// # Panics
+    ///
+    /// When no live node answers.
+    #[must_use]
+    pub fn slots_of(&self, node: usize) -> Vec<(u16, u16)> {
+        let id = self.node_id(node).to_owned();
+        self.slot_ranges()
+            .into_iter()
+            .filter(|(_, _, owner)| *owner == id)
+            .map(|(first, last, _)| (first, last))
+            .collect()
+    }
+
     /// A connection to `node` alone (no redirections followed), for inspection.
     ///
     /// # Panics
@@ -262,9 +321,10 @@ impl TestCluster {
             .unwrap_or_else(|error| panic!("connect to cluster node {node}: {error}"))
     }
 
-    /// A cluster client starting from the live nodes, with short timeouts so a dead node makes
-    /// a command fail in bounded time: connect 500 ms, response (and whole request, retries
-    /// included) 1 s, 3 retries. Start from `TestCluster::client_builder` to choose others.
+    /// A cluster client starting from the live nodes, for inspection: connect and response
+    /// timeouts of 5 s (generous, so that a loaded machine does not fail a healthy command; a
+    /// dead node is refused at once), 3 retries. Start from `TestCluster::client_builder` to
+    /// choose others.
     ///
     /// # Panics
     ///
@@ -280,8 +340,8 @@ impl TestCluster {
     #[must_use]
     pub fn client_builder(&self) -> redis::cluster::ClusterClientBuilder {
         redis::cluster::ClusterClient::builder(self.live_urls())
-            .connection_timeout(Duration::from_millis(500))
-            .response_timeout(Duration::from_secs(1))
+            .connection_timeout(CLIENT_TIMEOUT)
+            .response_timeout(CLIENT_TIMEOUT)
             .retries(3)
     }
 
@@ -484,7 +544,7 @@ impl TestCluster {
                  `apt-get install -y redis-server`) or set REDIS_SERVER to its path",
             );
             let address = SocketAddr::from(([127, 0, 0, 1], port));
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + crate::SERVER_START_DEADLINE;
             let failure = loop {
                 if let Ok(Some(status)) = child.try_wait() {
                     break format!("exited with {status}");
@@ -500,7 +560,7 @@ impl TestCluster {
                 if Instant::now() > deadline {
                     let _ = child.kill();
                     let _ = child.wait();
-                    break "did not answer within 10 s".to_owned();
+                    break format!("did not answer within {:?}", crate::SERVER_START_DEADLINE);
                 }
                 std::thread::sleep(Duration::from_millis(5));
             };
@@ -641,6 +701,7 @@ impl TestCluster {
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
+        // SIGKILL ends a frozen node too.
         for node in 0..self.nodes.len() {
             self.kill(node);
         }
@@ -670,6 +731,68 @@ impl std::fmt::Debug for TestCluster {
             .field("nodes", &nodes)
             .field("directory", &self.directory)
             .finish()
+    }
+}
+
+/// The signals of [`TestCluster::freeze`] and [`TestCluster::thaw`].
+#[derive(Clone, Copy, Debug)]
+enum Signal {
+    Stop,
+    Continue,
+}
+
+/// Sends `signal` to the process `pid` (a node this harness started).
+#[cfg(all(
+    target_os = "linux",
+    not(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ))
+))]
+fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
+    unsafe extern "C" {
+        fn kill(pid: i32, signal: i32) -> i32;
+    }
+    // Linux's numbers on every architecture but MIPS and SPARC.
+    let number = match signal {
+        Signal::Stop => 19,
+        Signal::Continue => 18,
+    };
+    let pid = i32::try_from(pid).map_err(std::io::Error::other)?;
+    // SAFETY: kill(2) takes two integers and touches no memory of ours.
+    if unsafe { kill(pid, number) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Sends `signal` to the process `pid` (a node this harness started), with the `kill` utility.
+#[cfg(not(all(
+    target_os = "linux",
+    not(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ))
+)))]
+fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
+    let name = match signal {
+        Signal::Stop => "STOP",
+        Signal::Continue => "CONT",
+    };
+    let status = Command::new("kill")
+        .args(["-s", name, &pid.to_string()])
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "`kill -s {name} {pid}` exited with {status}"
+        )))
     }
 }
 

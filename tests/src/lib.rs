@@ -3,6 +3,12 @@
 //! [`TestRedis::start`] runs `redis-server` on a free loopback port with nothing on disk and
 //! kills it on drop, unless `RATELIMIT_TEST_REDIS_URL` names a server to use instead. The binary
 //! is `redis-server` on `PATH`, or the path in `REDIS_SERVER`.
+//!
+//! Timing: the tests run on loaded machines (a busy 2-core CI runner, with the other tests of
+//! the binary beside them). Nothing here assumes that a step takes less than some guess: a
+//! server, a cluster, a connection is waited for until it is in the wanted state, within
+//! deadlines long enough for a loaded machine ([`STATE_DEADLINE`] and the like), which cost
+//! nothing when it is idle.
 
 pub mod cluster;
 pub mod counting_alloc;
@@ -14,8 +20,18 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ratelimit_runtime::{Limiter, Rate};
+
 /// Names a Redis server for the tests instead of starting one.
 pub const URL_VARIABLE: &str = "RATELIMIT_TEST_REDIS_URL";
+
+/// How long a test waits for a state that a loaded machine may take long to reach (Redis
+/// answering again after a fault, a connection made, tasks gone): reached in milliseconds on
+/// an idle machine, so waiting for it costs nothing then.
+pub const STATE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long a started `redis-server` may take to answer its first `PING`.
+pub(crate) const SERVER_START_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A Redis server for one test: private (started here) or given by `RATELIMIT_TEST_REDIS_URL`.
 pub struct TestRedis {
@@ -81,7 +97,7 @@ impl TestRedis {
             ),
         );
         let address = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + SERVER_START_DEADLINE;
         loop {
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(format!("redis-server on port {port} exited with {status}"));
@@ -96,7 +112,7 @@ impl TestRedis {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!(
-                    "redis-server on port {port} did not answer within 10 s"
+                    "redis-server on port {port} did not answer within {SERVER_START_DEADLINE:?}"
                 ));
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -146,7 +162,7 @@ impl TestRedis {
     pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
         redis::Client::open(self.url.as_str())
             .expect("valid test URL")
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&inspection_config())
             .await
             .expect("connect to the test Redis")
     }
@@ -184,6 +200,18 @@ impl Drop for TestRedis {
     }
 }
 
+/// The timeouts of the harness's own connections (inspecting what a limiter wrote, setting
+/// up a server): generous, so that a loaded machine never fails a test in its bookkeeping
+/// (redis-rs's defaults are 1 s to connect and 500 ms per reply).
+pub(crate) const INSPECTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection configuration with [`INSPECTION_TIMEOUT`] for connecting and for each reply.
+pub(crate) fn inspection_config() -> redis::AsyncConnectionConfig {
+    redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(INSPECTION_TIMEOUT))
+        .set_response_timeout(Some(INSPECTION_TIMEOUT))
+}
+
 /// A loopback port nobody listens on right now.
 ///
 /// # Panics
@@ -193,6 +221,102 @@ impl Drop for TestRedis {
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
     listener.local_addr().expect("local address").port()
+}
+
+/// A loopback port for a server that a test stops and starts again on the same port, or
+/// starts only after a limiter was pointed at it: free now, below the OS's ephemeral range
+/// (so that neither [`free_port`] nor an outgoing connection of a concurrent test can take it
+/// while no server listens on it), and never handed out twice by this process (it shares its
+/// range with the fault proxies').
+///
+/// # Panics
+///
+/// When no port can be found.
+#[must_use]
+pub fn spare_port() -> u16 {
+    let listener = bind_below_ephemeral();
+    listener.local_addr().expect("local address").port()
+}
+
+/// Binds a listener on a port below the ephemeral range, in `[floor - 4000, floor)`, from a
+/// counter shared by [`spare_port`] and the fault proxies (so tests of one process never get
+/// the same port twice, and processes rarely meet), or on any free port when that range is
+/// unusually low.
+pub(crate) fn bind_below_ephemeral() -> TcpListener {
+    use std::collections::hash_map::RandomState;
+    use std::hash::BuildHasher;
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
+    let floor = ephemeral_port_floor();
+    if floor >= 26_000 {
+        let low = usize::from(floor) - 4_000;
+        let span = 4_000;
+        // A random start per process, then consecutive ports.
+        let _ = NEXT.compare_exchange(
+            usize::MAX,
+            RandomState::new().hash_one(std::process::id()) as usize % span,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        for _ in 0..200 {
+            let port = low + NEXT.fetch_add(1, Ordering::SeqCst) % span;
+            let port = u16::try_from(port).expect("a port below the ephemeral range");
+            if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+                return listener;
+            }
+        }
+    }
+    TcpListener::bind("127.0.0.1:0").expect("bind a loopback port")
+}
+
+/// Calls `attempt` (every few milliseconds) until it gives `Some`, and returns that with the
+/// time it took; `what` names the awaited state in the panic when it is not reached within
+/// `within`.
+///
+/// # Panics
+///
+/// When `attempt` still gives `None` after `within`.
+pub async fn wait_for<T>(
+    what: &str,
+    within: Duration,
+    mut attempt: impl AsyncFnMut() -> Option<T>,
+) -> (T, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(reached) = attempt().await {
+            return (reached, started.elapsed());
+        }
+        assert!(
+            started.elapsed() < within,
+            "{what}: not reached within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until `limiter` has a working connection: a check of `key` (a rate that never
+/// denies) is answered by Redis, not by the failure policy, and the limiter is not degraded
+/// (with a cluster, an outage ends at the first answer 250 ms after the last failure). The
+/// first check of a limiter connects, which a loaded machine may not do within a short
+/// timeout; tests call this before the checks whose answers they assert. Returns how long it
+/// took.
+///
+/// # Panics
+///
+/// When it does not happen within [`STATE_DEADLINE`].
+pub async fn connected(limiter: &Limiter, key: &str) -> Duration {
+    let rate = Rate::new(Rate::MAX_THRESHOLD, Duration::from_secs(1)).expect("a valid rate");
+    let ((), took) = wait_for(
+        "the limiter answers from Redis",
+        STATE_DEADLINE,
+        async || {
+            let before = limiter.policy_answers();
+            let answered = limiter.check(key, rate).await.is_ok();
+            (answered && limiter.policy_answers() == before && !limiter.is_degraded()).then_some(())
+        },
+    )
+    .await;
+    took
 }
 
 /// The lowest port of the OS's ephemeral range (what [`free_port`] and outgoing connections

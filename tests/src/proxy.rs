@@ -26,8 +26,6 @@
 //! # }
 //! ```
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc as std_mpsc};
@@ -42,14 +40,15 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 /// How long the proxy tries to connect to the upstream for each accepted connection; when it
-/// fails the client's connection is closed.
-const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// fails the client's connection is closed. Long, so that a loaded machine never turns a
+/// healthy upstream into a fault nobody asked for.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long leaving [`Fault::Refuse`] keeps trying to listen on the proxy's port again.
-const REBIND_DEADLINE: Duration = Duration::from_secs(2);
+const REBIND_DEADLINE: Duration = Duration::from_secs(10);
 
 /// How long a control method waits for the proxy's thread to carry out an order.
-const ORDER_DEADLINE: Duration = Duration::from_secs(10);
+const ORDER_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The largest chunk read from one side in one go.
 const CHUNK: usize = 16 * 1024;
@@ -180,7 +179,7 @@ impl FaultProxy {
     ///
     /// # Panics
     ///
-    /// When the proxy cannot listen on its port again within 2 s after [`Fault::Refuse`]
+    /// When the proxy cannot listen on its port again within 10 s after [`Fault::Refuse`]
     /// (another process took it), or its thread is gone.
     pub fn set(&self, fault: Fault) {
         self.order(|done| Order::Set(fault, done));
@@ -268,28 +267,7 @@ impl std::fmt::Debug for FaultProxy {
 /// again without an outgoing connection or a `free_port` taking it meanwhile), or on any free
 /// port when that range is unusually low.
 fn bind_proxy_port() -> std::net::TcpListener {
-    static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
-    let floor = crate::ephemeral_port_floor();
-    if floor >= 26_000 {
-        let low = usize::from(floor) - 4_000;
-        let span = 4_000;
-        // A random start per process, then consecutive ports: tests of one process never try
-        // the same port twice, and processes rarely meet.
-        let _ = NEXT.compare_exchange(
-            usize::MAX,
-            RandomState::new().hash_one(std::process::id()) as usize % span,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
-        for _ in 0..200 {
-            let port = low + NEXT.fetch_add(1, Ordering::SeqCst) % span;
-            let port = u16::try_from(port).expect("a port below the ephemeral range");
-            if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
-                return listener;
-            }
-        }
-    }
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port for the proxy")
+    crate::bind_below_ephemeral()
 }
 
 /// Which way a chunk goes.
@@ -360,7 +338,7 @@ async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, S
     }
 }
 
-/// Listens on `address` again, retrying while the port is still busy (up to 2 s).
+/// Listens on `address` again, retrying while the port is still busy (up to 10 s).
 async fn rebind(address: SocketAddr) -> Result<TcpListener, String> {
     let deadline = Instant::now() + REBIND_DEADLINE;
     loop {

@@ -24,7 +24,7 @@ use redis::{ClientTlsConfig, TlsCertificates};
 use crate::free_port;
 
 /// How long a server may take to accept (TLS) connections after it was spawned.
-const START_DEADLINE: Duration = Duration::from_secs(10);
+const START_DEADLINE: Duration = crate::SERVER_START_DEADLINE;
 
 /// Whether a [`TlsRedis`] asks for client certificates (`--tls-auth-clients`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,7 +228,7 @@ impl TlsRedis {
     /// When the server cannot be reached.
     pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
         self.client()
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&crate::inspection_config())
             .await
             .expect("connect to the test Redis over TLS")
     }
@@ -384,7 +384,7 @@ impl AclRedis {
     pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
         redis::Client::open(self.default_url())
             .expect("valid test URL")
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&crate::inspection_config())
             .await
             .expect("connect to the test Redis with requirepass")
     }

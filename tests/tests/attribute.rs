@@ -121,16 +121,28 @@ async fn sign_in_again() -> Result<(), RateLimitError> {
     Ok(())
 }
 
+/// The second call is denied when it comes within the 1.5 s period of the first, which is
+/// measured: a machine too loaded for that (never an idle one) waits for the window to pass,
+/// and calls again.
 #[tokio::test]
 async fn name_sets_the_scope_and_shares_the_counter() {
-    sign_in().await.unwrap();
-    let err = sign_in_again().await.unwrap_err();
-    assert_eq!(err.as_denied().expect("a denial").scope(), "login");
-    let retry = err.retry_after().expect("a retry-after");
-    assert!(
-        retry <= Duration::from_millis(1500),
-        "the period is 1500 ms: {retry:?}"
-    );
+    const PERIOD: Duration = Duration::from_millis(1500);
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        sign_in().await.unwrap();
+        let second = sign_in_again().await;
+        if started.elapsed() >= PERIOD {
+            eprintln!("the calls were {:?} apart; again", started.elapsed());
+            tokio::time::sleep(PERIOD).await;
+            continue;
+        }
+        let err = second.unwrap_err();
+        assert_eq!(err.as_denied().expect("a denial").scope(), "login");
+        let retry = err.retry_after().expect("a retry-after");
+        assert!(retry <= PERIOD, "the period is 1500 ms: {retry:?}");
+        return;
+    }
+    panic!("the two calls were never within 1.5 s of each other");
 }
 
 struct Tenant {

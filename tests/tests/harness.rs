@@ -1,12 +1,20 @@
 //! The test infrastructure itself: the fault proxy ([`tests::proxy`]) and the Redis Cluster
 //! ([`tests::cluster`]) do what they promise.
+//!
+//! Timing: the tests wait for states (polling, within [`STATE_DEADLINE`]), assert the lower
+//! bounds a fault guarantees (a delayed round trip takes at least twice the delay; a stalled
+//! one times out), and bound the rest by ten times what it should take, as a guard against
+//! hanging rather than a speed measurement.
 
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use tests::TestRedis;
 use tests::cluster::TestCluster;
 use tests::proxy::{Fault, FaultProxy};
+use tests::{STATE_DEADLINE, TestRedis};
+
+/// The reply timeout of the connections whose commands are all meant to be answered.
+const PATIENT: Duration = Duration::from_secs(10);
 
 /// A connection through `url` whose commands time out after `timeout`.
 async fn connect(
@@ -14,7 +22,7 @@ async fn connect(
     timeout: Duration,
 ) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
     let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_connection_timeout(Some(Duration::from_secs(10)))
         .set_response_timeout(Some(timeout));
     redis::Client::open(url)?
         .get_multiplexed_async_connection_with_config(&config)
@@ -23,6 +31,19 @@ async fn connect(
 
 async fn ping(connection: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<String> {
     redis::cmd("PING").query_async(connection).await
+}
+
+/// PINGs a connection with a short reply timeout until it answers: a PING that a loaded
+/// machine made time out is sent again (its late reply is matched to it and dropped), any
+/// other error or answer is returned.
+async fn ping_answered(connection: &mut redis::aio::MultiplexedConnection) -> String {
+    let deadline = Instant::now() + STATE_DEADLINE;
+    loop {
+        match ping(connection).await {
+            Err(error) if error.is_timeout() && Instant::now() < deadline => {}
+            answer => return answer.unwrap(),
+        }
+    }
 }
 
 /// Polls `condition` every few milliseconds until it holds; `false` if it still does not after
@@ -50,7 +71,7 @@ async fn proxy_passes_commands_both_ways() {
     assert_eq!(proxy.url(), format!("redis://{}/", proxy.address()));
     assert_eq!(proxy.fault(), Fault::Pass);
 
-    let mut connection = connect(&proxy.url(), Duration::from_secs(2)).await.unwrap();
+    let mut connection = connect(&proxy.url(), PATIENT).await.unwrap();
     assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
     let _: () = connection
         .set("harness:proxy:pass", "through")
@@ -60,7 +81,7 @@ async fn proxy_passes_commands_both_ways() {
     let stored: String = direct.get("harness:proxy:pass").await.unwrap();
     assert_eq!(stored, "through", "the SET reached the upstream");
 
-    assert!(proxy.wait_for_connections(1, Duration::from_secs(2)).await);
+    assert!(proxy.wait_for_connections(1, STATE_DEADLINE).await);
     assert_eq!(proxy.accepted(), 1);
 }
 
@@ -71,7 +92,7 @@ async fn proxy_stall_holds_traffic_until_pass() {
     let mut connection = connect(&proxy.url(), Duration::from_millis(200))
         .await
         .unwrap();
-    assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
+    assert_eq!(ping_answered(&mut connection).await, "PONG");
 
     proxy.set(Fault::Stall);
     let started = Instant::now();
@@ -95,22 +116,22 @@ async fn proxy_stall_holds_traffic_until_pass() {
 
     proxy.set(Fault::Pass);
     assert!(
-        eventually(Duration::from_secs(2), async || {
+        eventually(STATE_DEADLINE, async || {
             direct.get::<_, Option<i64>>(key).await.unwrap() == Some(1)
         })
         .await,
         "the held INCR reaches Redis after Pass"
     );
     // The late replies are matched to their timed-out requests and dropped: the connection
-    // works again.
-    assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
+    // works again (its answer is a PONG, not a late reply to the INCR).
+    assert_eq!(ping_answered(&mut connection).await, "PONG");
 }
 
 #[tokio::test]
 async fn proxy_delay_slows_each_direction() {
     let redis = TestRedis::start_private();
     let proxy = FaultProxy::start(redis.address());
-    let mut connection = connect(&proxy.url(), Duration::from_secs(2)).await.unwrap();
+    let mut connection = connect(&proxy.url(), PATIENT).await.unwrap();
     assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
 
     proxy.set(Fault::Delay(Duration::from_millis(100)));
@@ -123,12 +144,21 @@ async fn proxy_delay_slows_each_direction() {
         "{delayed:?}"
     );
 
-    // Back to Pass: faster than the delayed round trip could be.
+    // Back to Pass: faster than the delayed round trip could ever be (one such round trip
+    // proves it; a loaded machine may make some slower).
     proxy.set(Fault::Pass);
-    let started = Instant::now();
-    assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
-    let passed = started.elapsed();
-    assert!(passed < Duration::from_millis(200), "{passed:?}");
+    let (passed, within) = tests::wait_for(
+        "a round trip faster than the delay allows",
+        STATE_DEADLINE,
+        async || {
+            let started = Instant::now();
+            assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
+            let passed = started.elapsed();
+            (passed < Duration::from_millis(200)).then_some(passed)
+        },
+    )
+    .await;
+    eprintln!("delayed round trip {delayed:?}; after Pass {passed:?} (found in {within:?})");
 }
 
 #[tokio::test]
@@ -136,7 +166,7 @@ async fn proxy_refuse_closes_and_pass_listens_again_on_the_same_port() {
     let redis = TestRedis::start_private();
     let proxy = FaultProxy::start(redis.address());
     let url = proxy.url();
-    let mut connection = connect(&url, Duration::from_secs(2)).await.unwrap();
+    let mut connection = connect(&url, PATIENT).await.unwrap();
     assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
 
     proxy.set(Fault::Refuse);
@@ -152,17 +182,16 @@ async fn proxy_refuse_closes_and_pass_listens_again_on_the_same_port() {
         .await
         .unwrap_err();
     assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
-    let error = connect(&url, Duration::from_secs(2)).await.unwrap_err();
+    let error = connect(&url, PATIENT).await.unwrap_err();
+    // Refused, not timed out (a connection timeout is 10 s): the guard is only against hanging.
     assert!(error.is_connection_refusal(), "{error:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    let refused_in = started.elapsed();
+    assert!(refused_in < Duration::from_secs(10), "{refused_in:?}");
+    eprintln!("two connections refused in {refused_in:?}");
 
     proxy.set(Fault::Pass);
     assert_eq!(proxy.url(), url);
-    let mut again = connect(&url, Duration::from_secs(2)).await.unwrap();
+    let mut again = connect(&url, PATIENT).await.unwrap();
     assert_eq!(ping(&mut again).await.unwrap(), "PONG");
 }
 
@@ -170,9 +199,9 @@ async fn proxy_refuse_closes_and_pass_listens_again_on_the_same_port() {
 async fn proxy_cut_mid_call_runs_the_command_but_loses_the_reply() {
     let redis = TestRedis::start_private();
     let proxy = FaultProxy::start(redis.address());
-    let mut connection = connect(&proxy.url(), Duration::from_secs(2)).await.unwrap();
+    let mut connection = connect(&proxy.url(), PATIENT).await.unwrap();
     assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
-    assert!(proxy.wait_for_connections(1, Duration::from_secs(2)).await);
+    assert!(proxy.wait_for_connections(1, STATE_DEADLINE).await);
 
     proxy.set(Fault::CutMidCall);
     let key = "harness:proxy:cut-mid-call";
@@ -184,23 +213,23 @@ async fn proxy_cut_mid_call_runs_the_command_but_loses_the_reply() {
     let mut direct = redis.connection().await;
     let counted: i64 = direct.get(key).await.unwrap();
     assert_eq!(counted, 1, "the INCR ran on Redis");
-    assert!(proxy.wait_for_connections(0, Duration::from_secs(2)).await);
+    assert!(proxy.wait_for_connections(0, STATE_DEADLINE).await);
 }
 
 #[tokio::test]
 async fn proxy_cut_closes_every_connection_and_keeps_listening() {
     let redis = TestRedis::start_private();
     let proxy = FaultProxy::start(redis.address());
-    let mut first = connect(&proxy.url(), Duration::from_secs(2)).await.unwrap();
-    let mut second = connect(&proxy.url(), Duration::from_secs(2)).await.unwrap();
-    assert!(proxy.wait_for_connections(2, Duration::from_secs(2)).await);
+    let mut first = connect(&proxy.url(), PATIENT).await.unwrap();
+    let mut second = connect(&proxy.url(), PATIENT).await.unwrap();
+    assert!(proxy.wait_for_connections(2, STATE_DEADLINE).await);
 
     proxy.cut();
     assert_eq!(proxy.connections(), 0);
     assert!(ping(&mut first).await.is_err());
     assert!(ping(&mut second).await.is_err());
 
-    let mut third = connect(&proxy.url(), Duration::from_secs(2)).await.unwrap();
+    let mut third = connect(&proxy.url(), PATIENT).await.unwrap();
     assert_eq!(ping(&mut third).await.unwrap(), "PONG");
     assert_eq!(proxy.accepted(), 3);
 }
@@ -218,7 +247,7 @@ fn proxy_outlives_runtimes_and_stops_on_drop() {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let mut connection = connect(&url, Duration::from_secs(2)).await.unwrap();
+            let mut connection = connect(&url, PATIENT).await.unwrap();
             assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
         });
     }
@@ -228,7 +257,7 @@ fn proxy_outlives_runtimes_and_stops_on_drop() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut connection = connect(&url, Duration::from_secs(2)).await.unwrap();
+        let mut connection = connect(&url, PATIENT).await.unwrap();
         let address = proxy.address();
         drop(proxy);
         assert!(
@@ -314,10 +343,13 @@ async fn cluster_kill_fails_one_node_in_bounded_time_and_spares_the_others() {
     let started = Instant::now();
     let error = client.get::<_, String>(&keys[1]).await.unwrap_err();
     let elapsed = started.elapsed();
+    // A dead node is refused at once; the client's own timeouts bound the rest. A guard
+    // against hanging, not a speed measurement.
     assert!(
-        elapsed < Duration::from_secs(5),
+        elapsed < STATE_DEADLINE,
         "failed after {elapsed:?}: {error:?}"
     );
+    eprintln!("a killed node's key failed in {elapsed:?}: {error}");
 
     for node in [0, 2] {
         let value: String = client.get(&keys[node]).await.unwrap();

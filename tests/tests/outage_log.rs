@@ -49,7 +49,7 @@ async fn an_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
     let journal = Journal::default();
     let _guard = tracing::subscriber::set_default(journal.clone());
 
-    let port = tests::free_port();
+    let port = tests::spare_port();
     let mut redis = TestRedis::start_on(port).expect("start redis-server");
     let limiter = Limiter::builder()
         .redis_url(redis.url())
@@ -61,22 +61,37 @@ async fn an_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
         .unwrap();
     let rate = Rate::new(1_000, Duration::from_secs(60)).unwrap();
     let key = "user:secret-id-42";
-    assert!(limiter.check(key, rate).await.unwrap().allowed);
+    // Connected. A loaded machine may make the first check time out: that outage is not this
+    // test's, and is forgotten with what it logged.
+    tests::connected(&limiter, "warm-up").await;
+    journal.0.lock().unwrap().clear();
+    let before = limiter.policy_answers();
 
     redis.stop();
     for _ in 0..200 {
         assert!(limiter.check(key, rate).await.unwrap().allowed);
     }
-    assert_eq!(limiter.policy_answers(), 200);
+    assert_eq!(limiter.policy_answers() - before, 200);
 
     let _redis = TestRedis::start_on(port).expect("start redis-server again");
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while limiter.is_degraded() {
-        assert!(Instant::now() < deadline, "checks did not go back to Redis");
-        let _ = limiter.check(key, rate).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let answered = limiter.policy_answers();
+    let back = Instant::now();
+    tests::wait_for(
+        "checks go back to Redis",
+        tests::STATE_DEADLINE,
+        async || {
+            if !limiter.is_degraded() {
+                return Some(());
+            }
+            let _ = limiter.check(key, rate).await.unwrap();
+            None
+        },
+    )
+    .await;
+    eprintln!(
+        "back on Redis {:?} after it accepted connections",
+        back.elapsed()
+    );
+    let answered = limiter.policy_answers() - before;
 
     let lines = journal.0.lock().unwrap().clone();
     let starts: Vec<_> = lines

@@ -4,7 +4,7 @@
 #[path = "support/http.rs"]
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -12,7 +12,7 @@ use axum::routing::get;
 use examples::router_layer::{RATE, router};
 use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
 use ratelimit_runtime::{Limiter, Rate};
-use support::{client, field, policy, rate_limit, serve};
+use support::{client, field, policy, rate_limit, retry_after_range, serve};
 
 #[tokio::test]
 async fn limits_every_route_per_client_ip_and_reports_on_admissions() {
@@ -23,6 +23,7 @@ async fn limits_every_route_per_client_ip_and_reports_on_admissions() {
     let base = serve(router(Limiter::memory(), Vec::new())).await;
     let http = client();
 
+    let first_sent = Instant::now();
     for (call, path) in ["/", "/status", "/", "/status", "/"]
         .into_iter()
         .enumerate()
@@ -39,18 +40,38 @@ async fn limits_every_route_per_client_ip_and_reports_on_admissions() {
             policy(field(&response, "ratelimit-policy")),
             ("default".into(), 5, Some(10))
         );
+        // On an admission, until the window is empty: the whole period, from this admission.
         let (_, remaining, reset) = rate_limit(field(&response, "ratelimit"));
         assert_eq!((remaining, reset), (4 - call as i64, 10), "call {call}");
         assert!(response.headers().get("retry-after").is_none());
     }
+    // On a denial, until the first admission leaves the window: the period less its age
+    // (measured: milliseconds when idle, so 10), rounded up.
+    let sixth = http.get(&base).send().await.unwrap();
+    let (name, remaining, wait) = rate_limit(field(&sixth, "ratelimit"));
+    let age = first_sent.elapsed();
+    assert_eq!((name.as_str(), remaining), ("default", 0));
+    let range = retry_after_range(RATE.period(), age);
+    assert!(
+        range.contains(&u64::try_from(wait).unwrap()),
+        "t={wait}, {age:?} after the first call"
+    );
     assert_eq!(
-        field(&http.get(&base).send().await.unwrap(), "ratelimit"),
-        r#""default";r=0;t=10"#
+        field(&sixth, "ratelimit"),
+        format!(r#""default";r=0;t={wait}"#)
     );
     let denied = http.get(format!("{base}/status")).send().await.unwrap();
+    let age = first_sent.elapsed();
     assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(field(&denied, "retry-after"), "10");
-    assert_eq!(field(&denied, "ratelimit"), r#""default";r=0;t=10"#);
+    let retry_after: u64 = field(&denied, "retry-after").parse().unwrap();
+    assert!(
+        retry_after_range(RATE.period(), age).contains(&retry_after),
+        "Retry-After {retry_after}, {age:?} after the first call"
+    );
+    assert_eq!(
+        field(&denied, "ratelimit"),
+        format!(r#""default";r=0;t={retry_after}"#)
+    );
     assert_eq!(field(&denied, "ratelimit-policy"), r#""default";q=5;w=10"#);
     assert_eq!(field(&denied, "content-type"), "application/problem+json");
     let body: serde_json::Value = serde_json::from_str(&denied.text().await.unwrap()).unwrap();

@@ -49,6 +49,22 @@ where
     (format!("http://{addr}"), handle_rx.recv().unwrap())
 }
 
+/// A wait as the draft's fields and `Retry-After` give it: whole seconds, rounded up.
+pub fn seconds_up(wait: std::time::Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+}
+
+/// What a denial's `Retry-After` (and its `t`) can be when the oldest admission in its window
+/// was at most `age` old: the period minus that age, rounded up, to the period. The age is
+/// measured (from before the first admitted request to after the denial), not guessed: on an
+/// idle machine it is milliseconds, and the range is the period alone.
+pub fn retry_after_range(
+    period: std::time::Duration,
+    age: std::time::Duration,
+) -> std::ops::RangeInclusive<u64> {
+    seconds_up(period.saturating_sub(age))..=period.as_secs()
+}
+
 /// A real HTTP client, without proxies (only 127.0.0.1 is called).
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
