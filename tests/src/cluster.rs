@@ -33,12 +33,10 @@
 //! The binaries are `redis-server` and `redis-cli` on `PATH`, or the paths in `REDIS_SERVER`
 //! and `REDIS_CLI`. Dropping the cluster kills every node and removes its directory.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::Value;
@@ -267,7 +265,7 @@ impl TestCluster {
     ///
     /// When `node` was killed, or the signal cannot be sent.
     pub fn freeze(&self, node: usize) {
-        self.signal(node, Signal::Stop);
+        self.signal(node, "STOP");
     }
 
     /// Lets a [`frozen`](TestCluster::freeze) `node` run again (`SIGCONT`): it answers what it
@@ -277,16 +275,28 @@ impl TestCluster {
     ///
     /// As [`TestCluster::freeze`].
     pub fn thaw(&self, node: usize) {
-        self.signal(node, Signal::Continue);
+        self.signal(node, "CONT");
     }
 
-    fn signal(&self, node: usize, signal: Signal) {
+    /// Sends the signal `name` to `node`'s process, with the `kill` utility (procps, on every
+    /// Linux; no `unsafe` FFI here for two signals).
+    fn signal(&self, node: usize, name: &str) {
         let child = self.nodes[node]
             .child
             .as_ref()
-            .unwrap_or_else(|| panic!("cluster node {node} was killed: it cannot be {signal:?}ed"));
-        if let Err(error) = send_signal(child.id(), signal) {
-            panic!("could not send {signal:?} to cluster node {node}: {error}");
+            .unwrap_or_else(|| panic!("cluster node {node} was killed: it cannot get SIG{name}"));
+        let pid = child.id().to_string();
+        let status = crate::spawn_or_explain(
+            Command::new("kill")
+                .args(["-s", name, &pid])
+                .stdin(Stdio::null()),
+            "kill",
+            "stalling a test cluster node needs the `kill` utility (Debian: procps)",
+        )
+        .wait();
+        match status {
+            Ok(status) if status.success() => {}
+            other => panic!("`kill -s {name} {pid}` (cluster node {node}) failed: {other:?}"),
         }
     }
 
@@ -734,68 +744,6 @@ impl std::fmt::Debug for TestCluster {
     }
 }
 
-/// The signals of [`TestCluster::freeze`] and [`TestCluster::thaw`].
-#[derive(Clone, Copy, Debug)]
-enum Signal {
-    Stop,
-    Continue,
-}
-
-/// Sends `signal` to the process `pid` (a node this harness started).
-#[cfg(all(
-    target_os = "linux",
-    not(any(
-        target_arch = "mips",
-        target_arch = "mips64",
-        target_arch = "sparc",
-        target_arch = "sparc64"
-    ))
-))]
-fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
-    unsafe extern "C" {
-        fn kill(pid: i32, signal: i32) -> i32;
-    }
-    // Linux's numbers on every architecture but MIPS and SPARC.
-    let number = match signal {
-        Signal::Stop => 19,
-        Signal::Continue => 18,
-    };
-    let pid = i32::try_from(pid).map_err(std::io::Error::other)?;
-    // SAFETY: kill(2) takes two integers and touches no memory of ours.
-    if unsafe { kill(pid, number) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Sends `signal` to the process `pid` (a node this harness started), with the `kill` utility.
-#[cfg(not(all(
-    target_os = "linux",
-    not(any(
-        target_arch = "mips",
-        target_arch = "mips64",
-        target_arch = "sparc",
-        target_arch = "sparc64"
-    ))
-)))]
-fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
-    let name = match signal {
-        Signal::Stop => "STOP",
-        Signal::Continue => "CONT",
-    };
-    let status = Command::new("kill")
-        .args(["-s", name, &pid.to_string()])
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(format!(
-            "`kill -s {name} {pid}` exited with {status}"
-        )))
-    }
-}
-
 /// A directory no other cluster (of this or another process) uses.
 fn unique_directory() -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -811,26 +759,11 @@ fn unique_directory() -> PathBuf {
 
 /// A port P for a cluster node such that P and P + 10000 (its bus port) are free now.
 fn cluster_port() -> u16 {
-    static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
-    let floor = crate::ephemeral_port_floor();
-    if floor >= 26_000 {
-        // Node ports in [floor - 24000, floor - 14000), bus ports in [floor - 14000, floor - 4000):
-        // below the ephemeral range, and apart from the fault proxies' [floor - 4000, floor).
-        let low = usize::from(floor) - 24_000;
-        let span = 10_000;
-        let _ = NEXT.compare_exchange(
-            usize::MAX,
-            RandomState::new().hash_one(std::process::id()) as usize % span,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
-        for _ in 0..1_000 {
-            let port = low + NEXT.fetch_add(1, Ordering::SeqCst) % span;
-            let port = u16::try_from(port).expect("a port below the ephemeral range");
-            if pair_is_free(port) {
-                return port;
-            }
-        }
+    // Node ports in [floor - 24000, floor - 14000), bus ports in [floor - 14000, floor - 4000):
+    // below the ephemeral range, and apart from the fault proxies' [floor - 4000, floor).
+    static PORTS: crate::PortRange = crate::PortRange::new(24_000, 10_000);
+    if let Some(port) = PORTS.candidates(1_000).find(|&port| pair_is_free(port)) {
+        return port;
     }
     // An unusual ephemeral range: probe ephemeral ports (a failed start is retried).
     for _ in 0..1_000 {

@@ -17,7 +17,7 @@ pub mod tls;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ratelimit_runtime::{Limiter, Rate};
@@ -238,35 +238,58 @@ pub fn spare_port() -> u16 {
     listener.local_addr().expect("local address").port()
 }
 
-/// Binds a listener on a port below the ephemeral range, in `[floor - 4000, floor)`, from a
-/// counter shared by [`spare_port`] and the fault proxies (so tests of one process never get
-/// the same port twice, and processes rarely meet), or on any free port when that range is
-/// unusually low.
-pub(crate) fn bind_below_ephemeral() -> TcpListener {
-    use std::collections::hash_map::RandomState;
-    use std::hash::BuildHasher;
-    use std::sync::atomic::AtomicUsize;
-    static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
-    let floor = ephemeral_port_floor();
-    if floor >= 26_000 {
-        let low = usize::from(floor) - 4_000;
-        let span = 4_000;
-        // A random start per process, then consecutive ports.
-        let _ = NEXT.compare_exchange(
-            usize::MAX,
-            RandomState::new().hash_one(std::process::id()) as usize % span,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
-        for _ in 0..200 {
-            let port = low + NEXT.fetch_add(1, Ordering::SeqCst) % span;
-            let port = u16::try_from(port).expect("a port below the ephemeral range");
-            if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
-                return listener;
-            }
+/// A range of loopback ports below the OS's ephemeral range, `span` ports from `floor - below`
+/// on, handed out in turn from a start chosen at random per process: tests of one process
+/// never get the same port twice, processes rarely meet, and neither [`free_port`] nor an
+/// outgoing connection can take a port of it while a test has it unbound.
+pub(crate) struct PortRange {
+    next: AtomicUsize,
+    below: u16,
+    span: u16,
+}
+
+impl PortRange {
+    /// The ports `[floor - below, floor - below + span)`.
+    pub(crate) const fn new(below: u16, span: u16) -> PortRange {
+        PortRange {
+            next: AtomicUsize::new(usize::MAX),
+            below,
+            span,
         }
     }
-    TcpListener::bind("127.0.0.1:0").expect("bind a loopback port")
+
+    /// Up to `tries` ports of the range, the next ones in turn; none when the ephemeral range
+    /// starts unusually low (below 26000), leaving no room under it.
+    pub(crate) fn candidates(&self, tries: usize) -> impl Iterator<Item = u16> + '_ {
+        use std::collections::hash_map::RandomState;
+        use std::hash::BuildHasher;
+        let floor = ephemeral_port_floor();
+        let usable = floor >= 26_000;
+        let span = usize::from(self.span);
+        if usable {
+            let _ = self.next.compare_exchange(
+                usize::MAX,
+                RandomState::new().hash_one(std::process::id()) as usize % span,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        }
+        let low = usize::from(floor).saturating_sub(usize::from(self.below));
+        (0..if usable { tries } else { 0 }).map(move |_| {
+            let port = low + self.next.fetch_add(1, Ordering::SeqCst) % span;
+            u16::try_from(port).expect("a port below the ephemeral range")
+        })
+    }
+}
+
+/// Binds a listener on a port below the ephemeral range, in `[floor - 4000, floor)`, shared by
+/// [`spare_port`] and the fault proxies, or on any free port when that range is unusually low.
+pub(crate) fn bind_below_ephemeral() -> TcpListener {
+    static PORTS: PortRange = PortRange::new(4_000, 4_000);
+    PORTS
+        .candidates(200)
+        .find_map(|port| TcpListener::bind(("127.0.0.1", port)).ok())
+        .unwrap_or_else(|| TcpListener::bind("127.0.0.1:0").expect("bind a loopback port"))
 }
 
 /// Calls `attempt` (every few milliseconds) until it gives `Some`, and returns that with the
