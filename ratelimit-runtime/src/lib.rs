@@ -51,7 +51,7 @@
 //! - `metrics`: counters and a histogram through the [`metrics`](https://docs.rs/metrics)
 //!   facade (0.24); see [Observability](#observability).
 //! - `tls`: `rediss://` URLs over rustls (the platform's roots), with
-//!   [`LimiterBuilder::tls_ca_certificate`] and [`LimiterBuilder::tls_client_identity`]; installs
+//!   `LimiterBuilder::tls_ca_certificate` and `LimiterBuilder::tls_client_identity`; installs
 //!   ring's crypto provider when the process has chosen none.
 //!
 //! # HTTP fields
