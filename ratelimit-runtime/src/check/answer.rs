@@ -14,6 +14,7 @@ use crate::error::{RateLimitError, StoreError};
 use crate::health::Route;
 use crate::limit::Limit;
 use crate::policy::FailurePolicy;
+use crate::rate::Rate;
 use crate::store::Access;
 use crate::store::memory::Verdict;
 use crate::telemetry::{self, Timer};
@@ -31,27 +32,33 @@ pub(super) enum Next {
 }
 
 impl Shared {
-    /// What comes next for a check of `limit` at `at` (µs since the Unix epoch; `None`: the
-    /// store's clock), `scope` its attribute's or layer's (the span's field, the metrics'
-    /// label). Answers without I/O are counted and reported here (see
+    /// What comes next for a check of `key` against `rate` at `at` (µs since the Unix epoch;
+    /// `None`: the store's clock), `scope` its attribute's or layer's (the span's field, the
+    /// metrics' label). Answers without I/O are counted and reported here (see
     /// [`telemetry::decided`]); the remote leg reports its own.
+    ///
+    /// The key and the rate come apart rather than as a [`Limit`], which only the paths out
+    /// of line build: built up front, the in-process check (inlined into its future) wrote it
+    /// to the stack on every check (6 instructions of about 640, by callgrind).
     #[inline(always)]
-    pub(super) fn next(&self, scope: Option<&str>, limit: Limit<'_>, at: Option<u64>) -> Next {
+    pub(super) fn next(&self, scope: Option<&str>, key: &str, rate: Rate, at: Option<u64>) -> Next {
         let timer = Timer::start();
         match self.store.access() {
             Access::InProcess(store) => {
-                let verdict = store.verdict(limit.key, limit.rate, at);
+                let verdict = store.verdict(key, rate, at);
                 telemetry::decided(
                     scope,
-                    limit.key,
+                    key,
                     Some(verdict.is_admitted()),
                     || verdict.retry_after(),
                     timer,
                 );
                 Next::InProcess(verdict)
             }
-            Access::Remote => self.route(scope, limit, at, timer),
-            Access::Unusable(error) => self.answer_unusable(scope, limit, at, error, timer),
+            Access::Remote => self.route(scope, Limit { key, rate }, at, timer),
+            Access::Unusable(error) => {
+                self.answer_unusable(scope, Limit { key, rate }, at, error, timer)
+            }
         }
     }
 

@@ -115,7 +115,7 @@ impl Future for Checking<'_> {
             }
         };
         let (shared, scope, rate) = (this.shared, this.scope, this.rate);
-        let next = || shared.next(scope, Limit { key, rate }, at);
+        let next = || shared.next(scope, key, rate, at);
         let span = telemetry::span(scope);
         // A span no subscriber wants (and no `log` logger, with tracing's `log` feature) is
         // `Span::none()`, with nothing to enter.

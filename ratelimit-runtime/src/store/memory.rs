@@ -4,14 +4,13 @@
 //! serves synchronous callers and backs [`FailurePolicy::Local`](crate::FailurePolicy::Local).
 
 use std::collections::VecDeque;
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use hashbrown::HashTable;
+use siphasher::sip::SipHasher13;
 use smol_str::SmolStr;
 
 use crate::clock;
@@ -35,9 +34,10 @@ use crate::rate::Rate;
 ///
 /// With [`with_max_keys`](MemoryStore::with_max_keys), the number of keys is also capped.
 pub(crate) struct MemoryStore {
-    /// Hashes each key once (keyed SipHash, as `HashMap`'s default, against crafted
-    /// collisions): the hash picks the shard and places the key in the shard's table.
-    hasher: RandomState,
+    /// Hashes each key once (SipHash-1-3 keyed at random per store, as `HashMap`'s default,
+    /// against crafted collisions): the hash picks the shard and places the key in the
+    /// shard's table.
+    hasher: SipHasher13,
     shards: Box<[Padded]>,
     /// The most keys one shard holds (`usize::MAX`: no cap).
     shard_capacity: usize,
@@ -174,7 +174,7 @@ impl MemoryStore {
             shard_capacity = max.get().div_ceil(count);
         }
         MemoryStore {
-            hasher: RandomState::new(),
+            hasher: random_hasher(),
             shards: (0..count).map(|_| Padded::default()).collect(),
             shard_capacity,
             max_keys,
@@ -283,7 +283,7 @@ impl Shard {
     /// when it is new and the shard holds `capacity` keys even after sweeping.
     fn check(
         &mut self,
-        hasher: &RandomState,
+        hasher: &SipHasher13,
         hash: u64,
         key: &str,
         rate: Rate,
@@ -464,13 +464,23 @@ impl Verdict {
     }
 }
 
-/// The hash of `key` by `hasher`: its bytes alone, in one `write` (`str`'s `Hash` also writes a
-/// terminator, which only matters when several fields are hashed together).
-fn hash(hasher: &RandomState, key: &str) -> u64 {
-    use std::hash::Hasher;
-    let mut hasher = hasher.build_hasher();
-    hasher.write(key.as_bytes());
-    hasher.finish()
+/// The hash of `key` by `hasher`: its bytes alone (`str`'s `Hash` also writes a terminator,
+/// which only matters when several fields are hashed together).
+fn hash(hasher: &SipHasher13, key: &str) -> u64 {
+    hasher.hash(key.as_bytes())
+}
+
+/// A SipHash-1-3 hasher with random keys: from the OS, else from std's own per-process
+/// random keys (which `RandomState` draws from the OS too, once).
+fn random_hasher() -> SipHasher13 {
+    let mut key = [0; 16];
+    if getrandom::fill(&mut key).is_err() {
+        use std::hash::BuildHasher;
+        let state = std::collections::hash_map::RandomState::new();
+        key[..8].copy_from_slice(&state.hash_one(0_u8).to_le_bytes());
+        key[8..].copy_from_slice(&state.hash_one(1_u8).to_le_bytes());
+    }
+    SipHasher13::new_with_key(&key)
 }
 
 fn micros(us: u64) -> Duration {
