@@ -1,0 +1,56 @@
+//! Instructions per in-process check, for callgrind, whose counts do not depend on how busy
+//! the machine is (criterion's times do): `icount <deny|admit|attribute> <checks>` makes that
+//! many checks of one key, denied (threshold 1), admitted (threshold 2^32 - 1, an hour's
+//! period) or through a named `#[rate_limit]` function, on one thread.
+//!
+//! ```sh
+//! cargo build --release -p benches --bin icount
+//! valgrind --tool=callgrind --callgrind-out-file=cg.out target/release/icount deny 200000
+//! callgrind_annotate --inclusive=yes cg.out | grep 'Checking as core::future::future::Future>::poll \['
+//! ```
+//!
+//! The poll's inclusive count, less that of `quanta::Clock::new` (the clock's one-time
+//! calibration against the OS clock, whose count varies from run to run), over the checks,
+//! is the cost of one check: see BENCHMARKS.md.
+
+use std::hint::black_box;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use ratelimit_runtime::{Limiter, Rate, RateLimitError, rate_limit};
+use tests::counting_alloc::poll_ready as ready;
+
+static LIMITER: LazyLock<Limiter> = LazyLock::new(Limiter::memory);
+
+#[rate_limit(period = 3600, threshold = 4294967295, name = "hot", limiter = &LIMITER)]
+async fn annotated() -> Result<u32, RateLimitError> {
+    Ok(1)
+}
+
+fn main() {
+    let mut arguments = std::env::args().skip(1);
+    let (Some(mode), Some(Ok(checks))) = (
+        arguments.next(),
+        arguments.next().map(|checks| checks.parse::<u64>()),
+    ) else {
+        eprintln!("usage: icount <deny|admit|attribute> <checks>");
+        std::process::exit(2);
+    };
+    let deny = Rate::new(1, Duration::from_secs(3600)).expect("a valid rate");
+    let admit = Rate::new(Rate::MAX_THRESHOLD, Duration::from_secs(3600)).expect("a valid rate");
+    let check = |rate| {
+        ready(LIMITER.check(black_box("key"), rate))
+            .expect("in-process checks do not fail")
+            .allowed
+    };
+    let admitted = match mode.as_str() {
+        "deny" => (0..checks).filter(|_| check(deny)).count(),
+        "admit" => (0..checks).filter(|_| check(admit)).count(),
+        "attribute" => (0..checks).filter(|_| ready(annotated()).is_ok()).count(),
+        other => {
+            eprintln!("unknown mode `{other}`: deny, admit or attribute");
+            std::process::exit(2);
+        }
+    };
+    println!("{mode}: {admitted} of {checks} checks admitted");
+}
