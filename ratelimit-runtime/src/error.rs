@@ -30,9 +30,29 @@ pub enum RateLimitError {
     /// The limiter's configuration is unusable, for example a malformed Redis URL.
     #[error("invalid rate limiter configuration: {0}")]
     InvalidConfig(Cow<'static, str>),
+    /// The call costs more than any window of its limit can ever admit: `cost` above `max`,
+    /// the limit's threshold or [`MAX_COST`](crate::MAX_COST), whichever is lower. Not a
+    /// denial: retrying never helps (the `axum` and `actix-web` features answer 400).
+    #[error(
+        "a call of cost {cost} can never be admitted: a call may cost at most {max} (the limit's threshold, capped at {cap})",
+        cap = crate::limit::MAX_COST
+    )]
+    CostTooHigh {
+        /// The call's cost (as the caller gave it, a `usize` cost of the attribute too).
+        cost: u64,
+        /// The most a call may cost under its limit.
+        max: u64,
+    },
 }
 
 impl RateLimitError {
+    /// [`RateLimitError::CostTooHigh`] for a call of `cost` under `rate`, if it is one:
+    /// `cost` above the threshold or [`MAX_COST`](crate::MAX_COST).
+    pub(crate) fn cost_too_high(cost: u64, rate: Rate) -> Option<RateLimitError> {
+        let max = rate.threshold().min(u64::from(crate::limit::MAX_COST));
+        (cost > max).then_some(RateLimitError::CostTooHigh { cost, max })
+    }
+
     /// The denial's details when this error is [`RateLimitError::Denied`].
     #[must_use]
     pub fn as_denied(&self) -> Option<&Denied> {
@@ -87,9 +107,9 @@ impl From<RateLimitError> for std::io::Error {
         let kind = match &err {
             RateLimitError::Denied(_) => ErrorKind::QuotaExceeded,
             RateLimitError::Unavailable(StoreError::Timeout(_)) => ErrorKind::TimedOut,
-            RateLimitError::InvalidInput(_) | RateLimitError::InvalidConfig(_) => {
-                ErrorKind::InvalidInput
-            }
+            RateLimitError::InvalidInput(_)
+            | RateLimitError::InvalidConfig(_)
+            | RateLimitError::CostTooHigh { .. } => ErrorKind::InvalidInput,
             RateLimitError::Unavailable(_) => ErrorKind::Other,
         };
         std::io::Error::new(kind, err)

@@ -33,6 +33,7 @@ use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use crate::decision::Decision;
+use crate::decisions::Decisions;
 use crate::rate::Rate;
 
 /// The name of the field describing the quota policy: `RateLimit-Policy`.
@@ -103,17 +104,32 @@ impl RateLimitHeaders {
     /// The value of `RateLimit-Policy`, such as `"default";q=2;w=30`.
     #[must_use]
     pub fn policy(&self) -> String {
-        let mut value = format!("\"{POLICY_NAME}\";q={}", self.quota);
-        if let Some(window) = self.window {
-            let _ = write!(value, ";w={window}");
-        }
+        let mut value = String::new();
+        self.write_policy(&mut value, POLICY_NAME);
         value
     }
 
     /// The value of `RateLimit`, such as `"default";r=0;t=28`.
     #[must_use]
     pub fn rate_limit(&self) -> String {
-        format!("\"{POLICY_NAME}\";r={};t={}", self.remaining, self.reset)
+        let mut value = String::new();
+        self.write_rate_limit(&mut value, POLICY_NAME);
+        value
+    }
+
+    /// This policy's item of `RateLimit-Policy`, named `name` (printable ASCII).
+    fn write_policy(&self, out: &mut String, name: &str) {
+        write_name(out, name);
+        let _ = write!(out, ";q={}", self.quota);
+        if let Some(window) = self.window {
+            let _ = write!(out, ";w={window}");
+        }
+    }
+
+    /// This policy's item of `RateLimit`, named `name` (printable ASCII).
+    fn write_rate_limit(&self, out: &mut String, name: &str) {
+        write_name(out, name);
+        let _ = write!(out, ";r={};t={}", self.remaining, self.reset);
     }
 
     /// On a denial, the value of `Retry-After` in whole seconds, rounded up (at least 1 for
@@ -163,6 +179,131 @@ impl RateLimitHeaders {
 }
 
 impl fmt::Display for RateLimitHeaders {
+    /// The fields as they appear in an HTTP/1.1 message, one `name: value` per line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (name, value) in self.iter() {
+            writeln!(f, "{name}: {value}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `name` as a Structured Field String (RFC 9651 §3.3.3): quoted, `"` and `\` escaped. The
+/// caller has made sure it is printable ASCII.
+fn write_name(out: &mut String, name: &str) {
+    out.push('"');
+    for c in name.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+/// `true` when `label` can name a policy: printable ASCII (a Structured Field String's
+/// characters), and not empty.
+pub(crate) fn is_label(label: &str) -> bool {
+    !label.is_empty() && label.bytes().all(|b| (0x20..=0x7e).contains(&b))
+}
+
+/// The rate limit fields of a response to a check of several limits, made by
+/// [`Decisions::headers`]: every limit is a policy of its own, named by its label, listed in
+/// the check's order in `RateLimit-Policy` and `RateLimit` (Structured Field Lists, as the
+/// draft allows), and `Retry-After` on a denial gives the deciding limit's wait (the longest).
+///
+/// ```
+/// use std::time::Duration;
+/// use ratelimit_runtime::{Limit, Limiter, Rate};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ratelimit_runtime::RateLimitError> {
+/// let limiter = Limiter::memory();
+/// let burst = Rate::new(5, Duration::from_secs(1))?;
+/// let daily = Rate::new(1_000, Duration::from_secs(86_400))?;
+/// let decisions = limiter
+///     .check_all([Limit::new("u:burst", burst), Limit::new("u:daily", daily)])
+///     .await?;
+/// let headers = decisions.headers();
+/// assert_eq!(headers.policy(), r#""1s";q=5;w=1, "1d";q=1000;w=86400"#);
+/// assert_eq!(headers.rate_limit(), r#""1s";r=4;t=1, "1d";r=999;t=86400"#);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CompositeHeaders {
+    /// Each policy's label and fields.
+    policies: Vec<(String, RateLimitHeaders)>,
+    retry_after: Option<u64>,
+}
+
+impl Decisions {
+    /// The HTTP fields describing every limit of this check (see [`CompositeHeaders`]).
+    #[must_use]
+    pub fn headers(&self) -> CompositeHeaders {
+        CompositeHeaders {
+            policies: self
+                .iter()
+                .map(|limit| (limit.label().to_owned(), limit.headers(limit.rate())))
+                .collect(),
+            retry_after: (!self.allowed).then(|| ceil_secs(self.retry_after.unwrap_or_default())),
+        }
+    }
+}
+
+impl CompositeHeaders {
+    /// The value of `RateLimit-Policy`, such as `"1s";q=5;w=1, "1d";q=1000;w=86400`.
+    #[must_use]
+    pub fn policy(&self) -> String {
+        self.list(RateLimitHeaders::write_policy)
+    }
+
+    /// The value of `RateLimit`, such as `"1s";r=0;t=1, "1d";r=990;t=86400`.
+    #[must_use]
+    pub fn rate_limit(&self) -> String {
+        self.list(RateLimitHeaders::write_rate_limit)
+    }
+
+    /// On a denial, the value of `Retry-After` in whole seconds, rounded up: the deciding
+    /// limit's; `None` for an admission.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<u64> {
+        self.retry_after
+    }
+
+    /// Each policy's label and its own fields.
+    pub fn policies(&self) -> impl Iterator<Item = (&str, &RateLimitHeaders)> {
+        self.policies
+            .iter()
+            .map(|(label, headers)| (label.as_str(), headers))
+    }
+
+    /// Every field as `(name, value)`: `RateLimit-Policy`, `RateLimit`, then `Retry-After` on
+    /// a denial.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, String)> + use<> {
+        [
+            Some((RATELIMIT_POLICY, self.policy())),
+            Some((RATELIMIT, self.rate_limit())),
+            self.retry_after
+                .map(|seconds| (RETRY_AFTER, seconds.to_string())),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    fn list(&self, item: fn(&RateLimitHeaders, &mut String, &str)) -> String {
+        let mut value = String::new();
+        for (i, (label, headers)) in self.policies.iter().enumerate() {
+            if i > 0 {
+                value.push_str(", ");
+            }
+            item(headers, &mut value, label);
+        }
+        value
+    }
+}
+
+impl fmt::Display for CompositeHeaders {
     /// The fields as they appear in an HTTP/1.1 message, one `name: value` per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (name, value) in self.iter() {

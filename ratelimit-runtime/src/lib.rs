@@ -101,6 +101,7 @@
 // the code against it).
 mod clock;
 mod decision;
+mod decisions;
 mod error;
 pub mod headers;
 mod key;
@@ -133,9 +134,11 @@ mod problem;
 
 pub use builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, LimiterBuilder};
 pub use decision::Decision;
+pub use decisions::{Decisions, LimitDecision};
 pub use error::{Denied, RateLimitError, StoreError};
 pub use global::{global, set_global};
-pub use headers::RateLimitHeaders;
+pub use headers::{CompositeHeaders, RateLimitHeaders};
+pub use limit::{Limit, MAX_COST};
 pub use limiter::Limiter;
 pub use policy::FailurePolicy;
 pub use rate::Rate;

@@ -10,8 +10,10 @@ use std::time::SystemTime;
 
 use crate::check::{Checking, Shared};
 use crate::decision::Decision;
+use crate::decisions::Decisions;
 use crate::error::RateLimitError;
 use crate::key::Key;
+use crate::limit::Limit;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
 use crate::store::Store;
@@ -139,7 +141,7 @@ impl Limiter {
         key: &'a str,
         rate: Rate,
     ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
-        Checking::new(&self.shared, None, Key::Borrowed(key), rate, None)
+        Checking::new(&self.shared, None, Key::Borrowed(key), (rate, 1), None)
     }
 
     /// Checks `key` against `rate` at the time `at`, and records the call if it is admitted.
@@ -158,7 +160,78 @@ impl Limiter {
         rate: Rate,
         at: SystemTime,
     ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
-        Checking::new(&self.shared, None, Key::Borrowed(key), rate, Some(at))
+        Checking::new(&self.shared, None, Key::Borrowed(key), (rate, 1), Some(at))
+    }
+
+    /// Checks `key` against `rate` now for a call of `cost`, and records it if admitted: the
+    /// call is admitted iff the admissions in the window plus `cost` stay within the threshold,
+    /// and is then recorded as `cost` admissions (each counts until it leaves the window). A
+    /// cost of 0 is always admitted and records nothing. `check_n(key, rate, 1)` is
+    /// [`check`](Limiter::check).
+    ///
+    /// The log's work and memory grow with the cost: a cost above [`MAX_COST`](crate::MAX_COST)
+    /// (10,000) is turned away, as is one above the threshold, which no window could admit.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::CostTooHigh`] when `cost` is above the threshold or
+    /// [`MAX_COST`](crate::MAX_COST); otherwise as [`check`](Limiter::check).
+    pub fn check_n<'a>(
+        &'a self,
+        key: &'a str,
+        rate: Rate,
+        cost: u32,
+    ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
+        Checking::new(&self.shared, None, Key::Borrowed(key), (rate, cost), None)
+    }
+
+    /// Checks several limits of one call together, now: the call is admitted iff every limit
+    /// admits it (each with its key, rate and cost: see [`Limit`]), and then recorded in each;
+    /// denied by any, it is recorded in none. The answer, [`Decisions`], derefs to the
+    /// deciding limit's [`Decision`] and lists each limit's.
+    ///
+    /// In process and on one Redis server this is one atomic step whatever the keys: one
+    /// lock of their shards, one script. In a Redis Cluster, limits whose keys hash to one
+    /// slot are one script (give them a hash tag, `{user:42}:burst` and `{user:42}:daily`,
+    /// for one round trip); limits in several slots are checked at once, one script per slot,
+    /// and when any slot denies, fails or times out, the others' records are refunded before
+    /// the check returns. So no limit ever admits above its threshold, and after the check no
+    /// limit holds a denied call (except a refund that could not reach its node: it expires
+    /// with its key, and the outage is logged). A racing call may be denied meanwhile by a
+    /// reservation that is refunded right after.
+    ///
+    /// A part of the store that cannot answer (a cluster slot, or the server) takes part as
+    /// the [`FailurePolicy`] answers for its limits: `Open` admits and records nothing there;
+    /// `Local` checks them in the in-process fallback; `Closed` fails the check, refunding the
+    /// other parts' records.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidInput`] for no limit, two limits with the same key, or a label
+    /// that is not printable ASCII; [`RateLimitError::CostTooHigh`] for a cost above its
+    /// limit's threshold or [`MAX_COST`](crate::MAX_COST); [`RateLimitError::Unavailable`]
+    /// when a part of the store failed under [`FailurePolicy::Closed`].
+    pub fn check_all<'a>(
+        &'a self,
+        limits: impl IntoIterator<Item = Limit<'a>>,
+    ) -> impl Future<Output = Result<Decisions, RateLimitError>> + Send + 'a {
+        let limits: Vec<Limit<'a>> = limits.into_iter().collect();
+        self.shared.check_all(None, limits, None)
+    }
+
+    /// [`check_all`](Limiter::check_all) at the time `at` (see [`check_at`](Limiter::check_at)).
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidInput`] when `at` is before 1970 or after the year 2155;
+    /// otherwise as [`check_all`](Limiter::check_all).
+    pub fn check_all_at<'a>(
+        &'a self,
+        limits: impl IntoIterator<Item = Limit<'a>>,
+        at: SystemTime,
+    ) -> impl Future<Output = Result<Decisions, RateLimitError>> + Send + 'a {
+        let limits: Vec<Limit<'a>> = limits.into_iter().collect();
+        self.shared.check_all(None, limits, Some(at))
     }
 
     /// A check for the attribute and the layer: in a span with the field `scope`, labelled
@@ -166,7 +239,7 @@ impl Limiter {
     /// debug when denied, with the key stripped of its `scope:` prefix).
     #[inline]
     pub(crate) fn checking<'a>(&'a self, scope: &'a str, key: Key<'a>, rate: Rate) -> Checking<'a> {
-        Checking::new(&self.shared, Some(scope), key, rate, None)
+        Checking::new(&self.shared, Some(scope), key, (rate, 1), None)
     }
 }
 

@@ -29,7 +29,8 @@ pub(crate) struct ErrorResponse {
 }
 
 impl ErrorResponse {
-    /// 429 for a denial, 503 for an unavailable store and 500 for invalid input or
+    /// 429 for a denial, 503 for an unavailable store, 400 for a cost no window can admit
+    /// (its `detail` says the cost and the most a call may cost), and 500 for invalid input or
     /// configuration (logged here at error level, since the body leaves it out).
     pub(crate) fn of(error: &RateLimitError) -> ErrorResponse {
         let status = ErrorResponse::status_of(error);
@@ -46,6 +47,12 @@ impl ErrorResponse {
                 retry_after: Some(UNAVAILABLE_RETRY_AFTER.as_secs()),
                 detail: "the rate limit store is unavailable; try again later".to_owned(),
             },
+            RateLimitError::CostTooHigh { .. } => ErrorResponse {
+                status,
+                fields: None,
+                retry_after: None,
+                detail: error.to_string(),
+            },
             RateLimitError::InvalidInput(_) | RateLimitError::InvalidConfig(_) => {
                 tracing::error!(%error, "rate limit check failed; answering 500");
                 ErrorResponse {
@@ -58,10 +65,12 @@ impl ErrorResponse {
         }
     }
 
-    /// The status code: 429, 503 or 500 (without the log of [`of`](ErrorResponse::of)).
+    /// The status code: 429, 503, 400 or 500 (without the log of [`of`](ErrorResponse::of)).
     pub(crate) fn status_of(error: &RateLimitError) -> u16 {
         match error {
             RateLimitError::Denied(_) => 429,
+            // The request asks for more than the limit can ever admit: the client's to fix.
+            RateLimitError::CostTooHigh { .. } => 400,
             RateLimitError::Unavailable(_) => 503,
             RateLimitError::InvalidInput(_) | RateLimitError::InvalidConfig(_) => 500,
         }
@@ -124,6 +133,11 @@ mod tests {
         let unavailable = RateLimitError::Unavailable(StoreError::Timeout(Duration::ZERO));
         let response = ErrorResponse::of(&unavailable);
         assert_eq!((response.status, response.retry_after), (503, Some(5)));
+        let too_costly = RateLimitError::CostTooHigh { cost: 11, max: 10 };
+        let response = ErrorResponse::of(&too_costly);
+        assert_eq!((response.status, response.retry_after), (400, None));
+        assert!(response.fields.is_none());
+        assert!(response.detail.contains("cost 11"), "{}", response.detail);
         let invalid = RateLimitError::InvalidConfig("redis://:secret@host".into());
         let response = ErrorResponse::of(&invalid);
         assert_eq!(response.status, 500);

@@ -12,7 +12,7 @@ use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
 use crate::health::Route;
-use crate::limit::Limit;
+use crate::limit::LimitRef;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
 use crate::store::Access;
@@ -32,20 +32,21 @@ pub(super) enum Next {
 }
 
 impl Shared {
-    /// What comes next for a check of `key` against `rate` at `at` (µs since the Unix epoch;
-    /// `None`: the store's clock), `scope` its attribute's or layer's (the span's field, the
-    /// metrics' label). Answers without I/O are counted and reported here (see
-    /// [`telemetry::decided`]); the remote leg reports its own.
+    /// What comes next for a check of `limit` at `at` (µs since the Unix epoch; `None`: the
+    /// store's clock), `scope` its attribute's or layer's (the span's field, the metrics'
+    /// label). Answers without I/O are counted and reported here (see
+    /// [`telemetry::decided`]); the remote leg reports its own. The cost is within the
+    /// limit's bounds (the future made sure).
     ///
-    /// The key and the rate come apart rather than as a [`Limit`], which only the paths out
-    /// of line build: built up front, the in-process check (inlined into its future) wrote it
-    /// to the stack on every check (6 instructions of about 640, by callgrind).
+    /// Inlined into the check's future, whose fields the limit is built from: it stays in
+    /// registers on the in-process path.
     #[inline(always)]
-    pub(super) fn next(&self, scope: Option<&str>, key: &str, rate: Rate, at: Option<u64>) -> Next {
+    pub(super) fn next(&self, scope: Option<&str>, limit: LimitRef<'_>, at: Option<u64>) -> Next {
         let timer = Timer::start();
+        let LimitRef { key, rate, cost } = limit;
         match self.store.access() {
             Access::InProcess(store) => {
-                let verdict = store.verdict(key, rate, at);
+                let verdict = store.verdict(key, rate, cost, at);
                 telemetry::decided(
                     scope,
                     key,
@@ -55,10 +56,8 @@ impl Shared {
                 );
                 Next::InProcess(verdict)
             }
-            Access::Remote => self.route(scope, Limit { key, rate }, at, timer),
-            Access::Unusable(error) => {
-                self.answer_unusable(scope, Limit { key, rate }, at, error, timer)
-            }
+            Access::Remote => self.route(scope, limit, at, timer),
+            Access::Unusable(error) => self.answer_unusable(scope, limit, at, error, timer),
         }
     }
 
@@ -66,7 +65,13 @@ impl Shared {
     /// policy's answer. Out of line (as [`answer_unusable`](Shared::answer_unusable)), so
     /// that the in-process check inlined into its future stays small.
     #[inline(never)]
-    fn route(&self, scope: Option<&str>, limit: Limit<'_>, at: Option<u64>, timer: Timer) -> Next {
+    fn route(
+        &self,
+        scope: Option<&str>,
+        limit: LimitRef<'_>,
+        at: Option<u64>,
+        timer: Timer,
+    ) -> Next {
         match self.health.route(|| self.store.part(limit.key)) {
             Route::Store(probe) => Next::Remote { probe },
             Route::Policy(error) => {
@@ -83,7 +88,7 @@ impl Shared {
     fn answer_unusable(
         &self,
         scope: Option<&str>,
-        limit: Limit<'_>,
+        limit: LimitRef<'_>,
         at: Option<u64>,
         error: StoreError,
         timer: Timer,
@@ -103,7 +108,7 @@ impl Shared {
     pub(super) fn answer_by_policy(
         &self,
         scope: Option<&str>,
-        limit: Limit<'_>,
+        limit: LimitRef<'_>,
         at: Option<u64>,
         error: StoreError,
     ) -> Result<Decision, RateLimitError> {
@@ -118,15 +123,21 @@ impl Shared {
         }
         self.health.answered_by_policy();
         telemetry::policy_answered(scope, limit.key, &error, policy);
-        let rate = limit.rate;
+        let LimitRef { key, rate, cost } = limit;
         match policy {
-            FailurePolicy::Open => Ok(Decision::admitted(
-                rate.threshold(),
-                rate.threshold() - 1,
-                rate.period(),
-            )),
+            FailurePolicy::Open => Ok(open_admission(rate, cost)),
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
-            FailurePolicy::Local => Ok(self.fallback.check(limit.key, rate, at)),
+            FailurePolicy::Local => Ok(self.fallback.check(key, rate, cost, at)),
         }
     }
+}
+
+/// [`FailurePolicy::Open`]'s answer to a call of `cost` under `rate`: admitted, recording
+/// nothing, as if the window were empty.
+pub(super) fn open_admission(rate: Rate, cost: u32) -> Decision {
+    Decision::admitted(
+        rate.threshold(),
+        rate.threshold().saturating_sub(cost.into()),
+        rate.period(),
+    )
 }

@@ -21,7 +21,7 @@ use crate::clock;
 use crate::decision::Decision;
 use crate::error::RateLimitError;
 use crate::key::Key;
-use crate::limit::Limit;
+use crate::limit::LimitRef;
 use crate::rate::Rate;
 use crate::telemetry;
 
@@ -39,6 +39,8 @@ pub(crate) struct Checking<'a> {
     /// The time `check_at` gave (`None`: now), turned into µs when the check is made.
     at: Option<SystemTime>,
     stage: Stage<'a>,
+    /// The call's cost (in the padding beside `done`: the future keeps its size).
+    cost: u32,
     done: bool,
 }
 
@@ -53,15 +55,15 @@ enum Stage<'a> {
 }
 
 impl<'a> Checking<'a> {
-    /// A check of `key` against `rate` at `at` (`None`: now) on the limiter whose state is
-    /// `shared`; `scope` for the checks of the attribute and the layer (see
-    /// [`telemetry`]).
+    /// A check of `key` against `rate` for a call of `cost` at `at` (`None`: now) on the
+    /// limiter whose state is `shared`; `scope` for the checks of the attribute and the layer
+    /// (see [`telemetry`]).
     #[inline]
     pub(crate) fn new(
         shared: &'a Arc<Shared>,
         scope: Option<&'a str>,
         key: Key<'a>,
-        rate: Rate,
+        (rate, cost): (Rate, u32),
         at: Option<SystemTime>,
     ) -> Checking<'a> {
         Checking {
@@ -70,6 +72,7 @@ impl<'a> Checking<'a> {
             rate,
             at,
             stage: Stage::Key(key),
+            cost,
             done: false,
         }
     }
@@ -114,8 +117,14 @@ impl Future for Checking<'_> {
                 return Poll::Ready(Err(error));
             }
         };
-        let (shared, scope, rate) = (this.shared, this.scope, this.rate);
-        let next = || shared.next(scope, key, rate, at);
+        let (shared, scope, rate, cost) = (this.shared, this.scope, this.rate, this.cost);
+        if cost != 1
+            && let Some(error) = RateLimitError::cost_too_high(cost.into(), rate)
+        {
+            this.done = true;
+            return Poll::Ready(Err(error));
+        }
+        let next = || shared.next(scope, LimitRef { key, rate, cost }, at);
         let span = telemetry::span(scope);
         // A span no subscriber wants (and no `log` logger, with tracing's `log` feature) is
         // `Span::none()`, with nothing to enter.
@@ -141,7 +150,16 @@ impl Future for Checking<'_> {
         let remote: Remote<'_> = Box::pin(
             async move {
                 let result = shared
-                    .remote(scope, Limit { key: &key, rate }, at, probe)
+                    .remote(
+                        scope,
+                        LimitRef {
+                            key: &key,
+                            rate,
+                            cost,
+                        },
+                        at,
+                        probe,
+                    )
                     .await;
                 (result, key)
             }

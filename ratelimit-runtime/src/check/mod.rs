@@ -7,13 +7,16 @@
 //!   when the store is unusable or its circuit breaker is open), and the route of the others;
 //! - `remote.rs`: the remote leg: the store's call, with the breakers' and the cluster's
 //!   bookkeeping, handed to the runtime when its caller stops waiting;
-//! - `future.rs`: [`Checking`], the future of one check.
+//! - `future.rs`: [`Checking`], the future of one check;
+//! - `all.rs`: a check of several limits (each with its key, rate and cost), all or nothing:
+//!   one step in process and on one server, reserve then refund across a cluster's slots.
 //!
 //! A check's trip: [`Checking`] is polled; on its first poll it converts the explicit time,
 //! enters its span and asks `answer.rs` what comes next ([`Next`](answer::Next)): an answer
 //! of the in-process store or of the policy (the check completes on that poll), or the
 //! remote leg, which it boxes and polls until the store or the policy answers.
 
+mod all;
 mod answer;
 mod future;
 mod remote;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
-use crate::limit::Limit;
+use crate::limit::LimitRef;
 use crate::runtime::{HandOff, Runtime};
 use crate::telemetry::{self, Timer};
 
@@ -24,7 +24,7 @@ impl Shared {
     pub(super) async fn remote(
         self: &Arc<Self>,
         scope: Option<&str>,
-        limit: Limit<'_>,
+        limit: LimitRef<'_>,
         at: Option<u64>,
         probe: Option<usize>,
     ) -> Result<Decision, RateLimitError> {
@@ -50,7 +50,7 @@ impl Shared {
     /// [`StoreError::NoRuntime`] outside a runtime.
     fn call(
         self: &Arc<Self>,
-        limit: Limit<'_>,
+        limit: LimitRef<'_>,
         at: Option<u64>,
         probe: Option<usize>,
     ) -> Result<HandOff<Result<Decision, StoreError>>, StoreError> {
@@ -60,10 +60,20 @@ impl Shared {
             return Err(StoreError::NoRuntime);
         };
         let shared = Arc::clone(self);
-        let (key, rate) = (limit.key.to_owned(), limit.rate);
+        let (key, rate, cost) = (limit.key.to_owned(), limit.rate, limit.cost);
         let call = async move {
-            let outcome = shared.store.check(Limit { key: &key, rate }, at).await;
-            shared.settle(&outcome, &key, probe);
+            let outcome = shared
+                .store
+                .check(
+                    LimitRef {
+                        key: &key,
+                        rate,
+                        cost,
+                    },
+                    at,
+                )
+                .await;
+            shared.settle(outcome.as_ref().err(), || shared.store.part(&key), probe);
             if let Some(end) = unanswered {
                 std::mem::forget(end);
             }
@@ -72,17 +82,18 @@ impl Shared {
         Ok(HandOff::new(call, runtime))
     }
 
-    /// Tells the breakers how a call of `key` went (`probe`: it probed that part).
-    fn settle(
+    /// Tells the breakers how a call of the part `part` gives (worked out only when needed)
+    /// went: answered, or failed with `error` (`probe`: it probed that part).
+    pub(super) fn settle(
         self: &Arc<Self>,
-        outcome: &Result<Decision, StoreError>,
-        key: &str,
+        error: Option<&StoreError>,
+        part: impl FnOnce() -> usize,
         probe: Option<usize>,
     ) {
-        // The breaker the outcome is recorded against (worked out only when needed).
-        let part = || probe.unwrap_or_else(|| self.store.part(key));
-        match outcome {
-            Err(error) if error.is_outage() => {
+        // The breaker the outcome is recorded against.
+        let part = || probe.unwrap_or_else(part);
+        match error {
+            Some(error) if error.is_outage() => {
                 let part = part();
                 let opened = self
                     .health

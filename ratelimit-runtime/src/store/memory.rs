@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use hashbrown::HashTable;
@@ -15,6 +15,7 @@ use smol_str::SmolStr;
 
 use crate::clock;
 use crate::decision::Decision;
+use crate::limit::LimitRef;
 use crate::rate::Rate;
 
 /// A sliding window log per key, in memory.
@@ -118,6 +119,16 @@ struct Now {
 }
 
 impl Now {
+    /// The time of a check at `at` (µs since the Unix epoch; `None`: the wall clock).
+    #[inline]
+    fn of(at: Option<u64>) -> Now {
+        let wall = clock::now_us();
+        Now {
+            at: at.unwrap_or(wall),
+            wall,
+        }
+    }
+
     /// Later than any check.
     const NEVER: Now = Now {
         at: u64::MAX,
@@ -184,41 +195,149 @@ impl MemoryStore {
     }
 
     /// Checks `key` against `rate` at `at` (microseconds since the Unix epoch; `None`: the
-    /// wall clock) and records the call when it is admitted.
-    pub(crate) fn check(&self, key: &str, rate: Rate, at: Option<u64>) -> Decision {
-        self.verdict(key, rate, at).decision(rate)
+    /// wall clock) for a call of `cost` (at most the threshold: the check path turns larger
+    /// costs away), and records the call when it is admitted.
+    pub(crate) fn check(&self, key: &str, rate: Rate, cost: u32, at: Option<u64>) -> Decision {
+        self.verdict(key, rate, cost, at).decision(rate)
     }
 
     /// [`check`](MemoryStore::check), its answer in two words (returned in registers; the
     /// caller builds the [`Decision`] where it keeps it).
     #[inline]
-    pub(crate) fn verdict(&self, key: &str, rate: Rate, at: Option<u64>) -> Verdict {
-        let wall = clock::now_us();
-        let now = Now {
-            at: at.unwrap_or(wall),
-            wall,
-        };
-        self.verdict_now(key, rate, now)
+    pub(crate) fn verdict(&self, key: &str, rate: Rate, cost: u32, at: Option<u64>) -> Verdict {
+        self.verdict_now(key, rate, cost, Now::of(at))
     }
 
     #[cfg(test)]
     fn check_now(&self, key: &str, rate: Rate, now: Now) -> Decision {
-        self.verdict_now(key, rate, now).decision(rate)
+        self.verdict_now(key, rate, 1, now).decision(rate)
     }
 
-    fn verdict_now(&self, key: &str, rate: Rate, now: Now) -> Verdict {
+    fn verdict_now(&self, key: &str, rate: Rate, cost: u32, now: Now) -> Verdict {
         let hash = self.hash(key);
         let mut shard = self.shards[self.shard_index(hash)]
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let swept = shard.sweep_if_due(now);
-        let verdict = shard.check(&self.hasher, hash, key, rate, now, self.shard_capacity);
+        let verdict = shard.check(
+            &self.hasher,
+            hash,
+            key,
+            (rate, cost),
+            now,
+            self.shard_capacity,
+        );
         drop(shard);
         if swept {
             self.sweep_another(now);
         }
         verdict.unwrap_or_else(|| self.deny_for_capacity(rate))
+    }
+
+    /// Checks the limits of one call together at `at` (µs since the Unix epoch; `None`: the
+    /// wall clock), in one step under the locks of all their shards (taken in the order of
+    /// their index, so that two such checks cannot deadlock): the call is admitted iff every
+    /// limit admits it, and then each records it (`record`; without it, nothing is recorded
+    /// either way). Returns whether it was admitted, and each limit's own verdict: on a
+    /// denial, a limit that would have admitted the call says so, its count unchanged.
+    ///
+    /// The limits' keys are distinct (the check path makes sure).
+    pub(crate) fn check_all(
+        &self,
+        limits: &[LimitRef<'_>],
+        at: Option<u64>,
+        record: bool,
+    ) -> (bool, Vec<Verdict>) {
+        let now = Now::of(at);
+        let hashes: Vec<u64> = limits.iter().map(|limit| self.hash(limit.key)).collect();
+        let mut indices: Vec<usize> = hashes.iter().map(|&hash| self.shard_index(hash)).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        let mut shards: Vec<(usize, MutexGuard<'_, Shard>)> = indices
+            .iter()
+            .map(|&index| {
+                let guard = self.shards[index]
+                    .0
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                (index, guard)
+            })
+            .collect();
+        let mut swept = false;
+        for (_, shard) in &mut shards {
+            swept |= shard.sweep_if_due(now);
+        }
+        // The locked shard of index `index`.
+        fn locked<'s>(
+            shards: &'s mut [(usize, MutexGuard<'_, Shard>)],
+            index: usize,
+        ) -> &'s mut Shard {
+            let at = shards.partition_point(|(i, _)| *i < index);
+            &mut shards[at].1
+        }
+        // New keys each shard would take, so that several of one call respect its cap.
+        let mut new_keys: Vec<(usize, usize)> = Vec::new();
+        let mut verdicts = Vec::with_capacity(limits.len());
+        for (limit, &hash) in limits.iter().zip(&hashes) {
+            let shard = locked(&mut shards, self.shard_index(hash));
+            let verdict = match shard.find(hash, limit.key) {
+                Some(log) => {
+                    log.evict(limit.rate.period_us(), now.at);
+                    log.verdict(limit.rate, limit.cost, now.at)
+                }
+                None => {
+                    let index = self.shard_index(hash);
+                    let taken = new_keys
+                        .iter()
+                        .find(|(i, _)| *i == index)
+                        .map_or(0, |(_, n)| *n);
+                    let capacity = self.shard_capacity.saturating_sub(taken);
+                    if limit.cost > 0
+                        && shard.logs.len() >= capacity
+                        && !shard.make_room(now, capacity)
+                    {
+                        self.deny_for_capacity(limit.rate)
+                    } else {
+                        if limit.cost > 0 {
+                            match new_keys.iter_mut().find(|(i, _)| *i == index) {
+                                Some((_, n)) => *n += 1,
+                                None => new_keys.push((index, 1)),
+                            }
+                        }
+                        Log::new().verdict(limit.rate, limit.cost, now.at)
+                    }
+                }
+            };
+            verdicts.push(verdict);
+        }
+        let admitted = verdicts.iter().all(|verdict| verdict.is_admitted());
+        if !admitted {
+            // The limits that would have admitted the call answer without it: what is left.
+            for ((limit, &hash), verdict) in limits.iter().zip(&hashes).zip(&mut verdicts) {
+                if verdict.is_admitted() && limit.cost > 0 {
+                    let shard = locked(&mut shards, self.shard_index(hash));
+                    *verdict = match shard.find(hash, limit.key) {
+                        Some(log) => log.verdict(limit.rate, 0, now.at),
+                        None => Log::new().verdict(limit.rate, 0, now.at),
+                    };
+                }
+            }
+        }
+        if admitted && record {
+            for (limit, &hash) in limits.iter().zip(&hashes) {
+                if limit.cost > 0 {
+                    locked(&mut shards, self.shard_index(hash))
+                        .log_of(&self.hasher, hash, limit.key)
+                        .record(limit.rate, limit.cost, now);
+                }
+            }
+        }
+        drop(shards);
+        if swept {
+            self.sweep_another(now);
+        }
+        (admitted, verdicts)
     }
 
     /// The hash of `key` (see [`hash`]).
@@ -279,25 +398,54 @@ impl MemoryStore {
 }
 
 impl Shard {
-    /// Checks the key `key`, whose hash is `hash`, and records its log when it is new; `None`
-    /// when it is new and the shard holds `capacity` keys even after sweeping.
+    /// Checks the key `key`, whose hash is `hash`, against a rate for a call of a cost, and
+    /// records its log when it is new and the call admitted; `None` when it is new and the
+    /// shard holds `capacity` keys even after sweeping.
     fn check(
         &mut self,
         hasher: &SipHasher13,
         hash: u64,
         key: &str,
-        rate: Rate,
+        (rate, cost): (Rate, u32),
         now: Now,
         capacity: usize,
     ) -> Option<Verdict> {
-        if let Some(entry) = self.logs.find_mut(hash, |entry| *entry.key == *key) {
-            return Some(entry.log.check(rate, now));
+        if let Some(log) = self.find(hash, key) {
+            return Some(log.check(rate, cost, now));
+        }
+        if cost == 0 {
+            // Admitted, recording nothing: no log to keep.
+            return Some(Log::new().verdict(rate, 0, now.at));
         }
         if self.logs.len() >= capacity && !self.make_room(now, capacity) {
             return None;
         }
         let mut log = Log::new();
-        let verdict = log.check(rate, now);
+        let verdict = log.check(rate, cost, now);
+        self.insert(hasher, hash, key, log);
+        Some(verdict)
+    }
+
+    /// The log of `key`, whose hash is `hash`, if the shard holds it.
+    #[inline]
+    fn find(&mut self, hash: u64, key: &str) -> Option<&mut Log> {
+        self.logs
+            .find_mut(hash, |entry| *entry.key == *key)
+            .map(|entry| &mut entry.log)
+    }
+
+    /// The log of `key`, whose hash is `hash`, made empty now if the shard holds none (the
+    /// caller has made sure of the room).
+    fn log_of(&mut self, hasher: &SipHasher13, hash: u64, key: &str) -> &mut Log {
+        if self.find(hash, key).is_none() {
+            self.insert(hasher, hash, key, Log::new());
+        }
+        self.find(hash, key)
+            .expect("the log was inserted just above")
+    }
+
+    /// Adds `key`'s `log`, which the shard does not hold.
+    fn insert(&mut self, hasher: &SipHasher13, hash: u64, key: &str, log: Log) {
         self.soonest.at = self.soonest.at.min(log.expires_at);
         self.soonest.wall = self.soonest.wall.min(log.idle_at);
         let entry = Entry {
@@ -307,7 +455,6 @@ impl Shard {
         // When the table grows, it rehashes its keys (rarely: not worth 8 bytes per key).
         self.logs
             .insert_unique(hash, entry, |entry| self::hash(hasher, &entry.key));
-        Some(verdict)
     }
 
     /// Sweeps a full shard, unless nothing can have expired or its last sweep for room was
@@ -374,40 +521,82 @@ impl Log {
         }
     }
 
-    fn check(&mut self, rate: Rate, now: Now) -> Verdict {
-        let period = rate.period_us();
-        let now_us = now.at;
-        // The window is (now - period, now]: an admission at `t` counts while t + period > now.
+    /// Checks a call of `cost` against `rate` at `now`, and records it when admitted.
+    #[inline]
+    fn check(&mut self, rate: Rate, cost: u32, now: Now) -> Verdict {
+        self.evict(rate.period_us(), now.at);
+        let verdict = self.verdict(rate, cost, now.at);
+        if verdict.is_admitted() && cost > 0 {
+            self.record(rate, cost, now);
+        }
+        verdict
+    }
+
+    /// Drops the admissions that left the window `(now − period, now]`: an admission at `t`
+    /// counts while `t + period > now`.
+    #[inline]
+    fn evict(&mut self, period: u64, now: u64) {
         while self
             .admissions
             .front()
-            .is_some_and(|&t| t.saturating_add(period) <= now_us)
+            .is_some_and(|&t| t.saturating_add(period) <= now)
         {
             self.admissions.pop_front();
         }
+    }
+
+    /// The answer to a call of `cost` at `now`, once evicted, without recording it: admitted
+    /// iff the count plus `cost` stays within the threshold, the remaining and the reset as
+    /// they are once it is recorded; denied, the time until `cost` fits.
+    #[inline]
+    fn verdict(&self, rate: Rate, cost: u32, now: u64) -> Verdict {
+        let period = rate.period_us();
         let count = self.admissions.len() as u64;
         let threshold = rate.threshold();
-        if count < threshold {
-            // Explicit timestamps may arrive out of order: keep the log sorted (in order, the
-            // common case, the new admission goes last).
-            if count == 0 || self.newest <= now_us {
-                self.admissions.push_back(now_us);
-                self.newest = now_us;
+        let cost = u64::from(cost);
+        let newest = (count > 0).then_some(self.newest);
+        if count + cost <= threshold {
+            // Recorded at `now`, unless a later admission is the newest (explicit times out
+            // of order); a cost of 0 records nothing.
+            let newest = if cost > 0 {
+                Some(newest.map_or(now, |newest| newest.max(now)))
             } else {
-                let at = self.admissions.partition_point(|&t| t <= now_us);
+                newest
+            };
+            let reset_after = newest.map_or(0, |newest| newest + period - now);
+            Verdict::admitted(threshold - count - cost, reset_after)
+        } else {
+            // The call fits when the admission at index `count + cost − threshold − 1` (the
+            // oldest one for a cost of 1, unless the log holds more) leaves. A cost above the
+            // threshold never fits (the check path turns it away before): one period.
+            let reset_after = newest.map_or(0, |newest| newest + period - now);
+            let index = (count + cost - threshold - 1) as usize;
+            let retry_after = match self.admissions.get(index) {
+                Some(&freeing) if cost <= threshold => freeing + period - now,
+                _ => period,
+            };
+            Verdict::denied(retry_after, reset_after)
+        }
+    }
+
+    /// Records a call of `cost` at `now`, in order: explicit timestamps may arrive out of
+    /// order (in order, the common case, the new admissions go last).
+    #[inline]
+    fn record(&mut self, rate: Rate, cost: u32, now: Now) {
+        let period = rate.period_us();
+        let now_us = now.at;
+        let cost = cost as usize;
+        if self.admissions.is_empty() || self.newest <= now_us {
+            self.admissions.extend(std::iter::repeat_n(now_us, cost));
+            self.newest = now_us;
+        } else {
+            let at = self.admissions.partition_point(|&t| t <= now_us);
+            for _ in 0..cost {
                 self.admissions.insert(at, now_us);
             }
-            let newest = self.newest;
-            self.expires_at = self.expires_at.max(newest.saturating_add(period));
-            self.idle_at = self.idle_at.max(now.wall.saturating_add(period));
-            Verdict::admitted(threshold - count - 1, newest + period - now_us)
-        } else {
-            // The count falls below the threshold when the admission at index
-            // `count - threshold` (the oldest one, unless the log holds more) leaves.
-            let freeing = self.admissions[(count - threshold) as usize];
-            let newest = self.newest;
-            Verdict::denied(freeing + period - now_us, newest + period - now_us)
         }
+        self.expires_at = self.expires_at.max(self.newest.saturating_add(period));
+        self.idle_at = self.idle_at.max(now.wall.saturating_add(period));
     }
 }
 
@@ -550,10 +739,10 @@ mod tests {
     fn out_of_order_timestamps_stay_sorted() {
         let store = MemoryStore::new();
         let rate = Rate::new(3, Duration::from_secs(10)).unwrap();
-        assert!(store.check("k", rate, Some(5 * SECOND)).allowed);
-        assert!(store.check("k", rate, Some(2 * SECOND)).allowed);
-        assert!(store.check("k", rate, Some(4 * SECOND)).allowed);
-        let denied = store.check("k", rate, Some(6 * SECOND));
+        assert!(store.check("k", rate, 1, Some(5 * SECOND)).allowed);
+        assert!(store.check("k", rate, 1, Some(2 * SECOND)).allowed);
+        assert!(store.check("k", rate, 1, Some(4 * SECOND)).allowed);
+        let denied = store.check("k", rate, 1, Some(6 * SECOND));
         // The oldest admission (2 s) frees the window at 12 s.
         assert_eq!(denied.retry_after, Some(Duration::from_secs(6)));
         assert_eq!(denied.reset_after, Duration::from_secs(9));
@@ -565,12 +754,12 @@ mod tests {
     fn sweeps_at_other_times_keep_keys_that_still_count() {
         let store = MemoryStore::new();
         let rate = Rate::new(1, Duration::from_secs(60)).unwrap();
-        assert!(store.check("victim", rate, None).allowed);
+        assert!(store.check("victim", rate, 1, None).allowed);
         let hour_ahead = clock::now_us() + 3_600 * SECOND;
         for i in 0..20_000 {
-            store.check(&format!("other{}", i % 8), rate, Some(hour_ahead));
+            store.check(&format!("other{}", i % 8), rate, 1, Some(hour_ahead));
         }
-        assert!(!store.check("victim", rate, None).allowed);
+        assert!(!store.check("victim", rate, 1, None).allowed);
     }
 
     /// A check at `us` microseconds, by both clocks: the tests below run with explicit times

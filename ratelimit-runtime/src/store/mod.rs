@@ -4,7 +4,7 @@
 //! # The contract
 //!
 //! A store decides checks. A check asks, at one time, for the admission of one call under its
-//! limit: a [`Limit`] is a key checked against a [`Rate`](crate::Rate) by an algorithm. Every store keeps
+//! limit: a [`LimitRef`] is a key checked against a [`Rate`](crate::Rate) by an algorithm. Every store keeps
 //! these rules, and `tests/tests/store_conformance.rs` runs the same semantics against each:
 //!
 //! - **Time** is integer microseconds since the Unix epoch: the check's explicit time (`at`,
@@ -48,7 +48,7 @@
 //! written to be extended by, rather than broken:
 //!
 //! - A second algorithm (the sliding window counter: two fixed windows of length `period`,
-//!   aligned to multiples of it since the Unix epoch) is a field of [`Limit`], with its own
+//!   aligned to multiples of it since the Unix epoch) is a field of [`LimitRef`], with its own
 //!   script and in-process state, under a key of its own (a sorted set and a hash on one Redis
 //!   key would be `WRONGTYPE`).
 //! - A cost per call and several limits per check: the atomic step covers all of a check's
@@ -64,10 +64,11 @@ pub(crate) mod redis;
 use std::borrow::Cow;
 
 use self::memory::MemoryStore;
+pub(crate) use self::redis::Admission;
 use self::redis::RedisStore;
 use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::limit::Limit;
+use crate::limit::LimitRef;
 
 /// Where a limiter keeps its logs.
 #[allow(clippy::large_enum_variant)] // one per limiter, behind its `Arc`
@@ -113,12 +114,71 @@ impl Store {
     /// fails, with [`StoreError::Misconfigured`].
     pub(crate) async fn check(
         &self,
-        limit: Limit<'_>,
+        limit: LimitRef<'_>,
         at: Option<u64>,
     ) -> Result<Decision, StoreError> {
         match self {
-            Store::Memory(store) => Ok(store.check(limit.key, limit.rate, at)),
+            Store::Memory(store) => Ok(store.check(limit.key, limit.rate, limit.cost, at)),
             Store::Redis(store) => store.check(limit, at).await,
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
+    /// A new admission's name, for [`check_all`](Store::check_all) and its
+    /// [`refund`](Store::refund) (the in-process store needs none: all zeros).
+    pub(crate) fn admission(&self) -> Admission {
+        match self {
+            Store::Redis(store) => store.admission(),
+            Store::Memory(_) | Store::Misconfigured(_) => Admission::default(),
+        }
+    }
+
+    /// Checks `limits` (distinct keys, all in one [part](self#parts)) together at `at` (µs
+    /// since the Unix epoch; `None`: the store's clock), as one atomic step: admitted, the
+    /// call is recorded in every limit as `admission`; denied, in none. Returns whether it was
+    /// admitted, and each limit's decision (on a denial, a limit that would have admitted the
+    /// call says so, its count unchanged).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Store::check).
+    pub(crate) async fn check_all(
+        &self,
+        limits: &[LimitRef<'_>],
+        admission: &Admission,
+        at: Option<u64>,
+    ) -> Result<(bool, Vec<Decision>), StoreError> {
+        match self {
+            Store::Memory(store) => {
+                let (admitted, verdicts) = store.check_all(limits, at, true);
+                let decisions = verdicts
+                    .iter()
+                    .zip(limits)
+                    .map(|(verdict, limit)| verdict.decision(limit.rate))
+                    .collect();
+                Ok((admitted, decisions))
+            }
+            Store::Redis(store) => store.check_all(limits, admission, at).await,
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
+    /// Removes `admission`, recorded by [`check_all`](Store::check_all), from `limits` (all in
+    /// one part): the reservation of a check whose limits in other parts did not all admit
+    /// it. The in-process store never needs one (a check is one step there, whatever its
+    /// keys), and does nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Store::check); the records then expire with their keys.
+    pub(crate) async fn refund(
+        &self,
+        limits: &[LimitRef<'_>],
+        admission: &Admission,
+    ) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(store) => store.refund(limits, admission).await,
+            Store::Memory(_) => Ok(()),
             Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
         }
     }

@@ -18,6 +18,11 @@ pub(super) struct MemberSource {
 /// The length of a member.
 const MEMBER_LEN: usize = 22;
 
+/// The name of one call's admission: the member it is recorded as (at cost 1, alone), or the
+/// stem of its members (`<admission>.<j>`, several limits or another cost), by which a refund
+/// finds them.
+pub(crate) type Admission = [u8; MEMBER_LEN];
+
 impl MemberSource {
     pub(super) fn new() -> MemberSource {
         // Without OS randomness, fall back to a per-process hash seed: still distinct per process.
@@ -31,7 +36,7 @@ impl MemberSource {
         }
     }
 
-    pub(super) fn next(&self) -> [u8; MEMBER_LEN] {
+    pub(super) fn next(&self) -> Admission {
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
         member(self.nonce, sequence)
     }

@@ -20,11 +20,13 @@ use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 pub(crate) use self::config::{ConfigError, TlsSettings};
+pub(crate) use self::member::Admission;
 use self::member::MemberSource;
+use self::script::Call;
 use self::target::{Connection, Target};
 use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::limit::Limit;
+use crate::limit::LimitRef;
 use crate::runtime::{Runtime, RuntimeId, timeout};
 
 /// A Redis-backed sliding window log, connected lazily (on a check) and reconnected by
@@ -125,14 +127,87 @@ impl RedisStore {
     /// [`StoreError::Protocol`] on a malformed reply.
     pub(crate) async fn check(
         &self,
-        limit: Limit<'_>,
+        limit: LimitRef<'_>,
         at: Option<u64>,
     ) -> Result<Decision, StoreError> {
+        if limit.cost != 1 {
+            let admission = self.admission();
+            let limits = [limit];
+            let (_, decisions) = self.check_all(&limits, &admission, at).await?;
+            return decisions
+                .into_iter()
+                .next()
+                .ok_or(StoreError::Protocol("no decision".into()));
+        }
+        let member = self.members.next();
+        let reply = self
+            .exchange(Call::One {
+                limit,
+                member: &member,
+                at,
+            })
+            .await?;
+        script::decode(&reply, limit.rate.threshold())
+    }
+
+    /// A new admission's name, unique across processes and calls, for
+    /// [`check_all`](RedisStore::check_all) and its [`refund`](RedisStore::refund).
+    pub(crate) fn admission(&self) -> Admission {
+        self.members.next()
+    }
+
+    /// Checks `limits` (distinct keys, all in one part: see [`RedisStore::part`]) together at
+    /// `at`, as [`check`](RedisStore::check): one script admits the call and records
+    /// `admission` in every limit, or records it in none. Returns whether it was admitted,
+    /// and each limit's decision (on a denial, a limit that would have admitted it says so).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check).
+    pub(crate) async fn check_all(
+        &self,
+        limits: &[LimitRef<'_>],
+        admission: &Admission,
+        at: Option<u64>,
+    ) -> Result<(bool, Vec<Decision>), StoreError> {
+        let reply = self
+            .exchange(Call::Several {
+                limits,
+                admission,
+                at,
+            })
+            .await?;
+        script::decode_limits(&reply, limits)
+    }
+
+    /// Removes `admission`, recorded by [`check_all`](RedisStore::check_all), from the sets
+    /// of `limits` (all in one part), within the timeout. Each key's TTL stays.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check).
+    pub(crate) async fn refund(
+        &self,
+        limits: &[LimitRef<'_>],
+        admission: &Admission,
+    ) -> Result<(), StoreError> {
+        self.exchange(Call::Refund { limits, admission })
+            .await
+            .map(drop)
+    }
+
+    /// Runs `call` within the store's timeout, connecting first if need be; a connection that
+    /// timed out, or leads to a replica, is forgotten (the next call connects afresh).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check).
+    async fn exchange(&self, call: Call<'_>) -> Result<Vec<i64>, StoreError> {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
-        let check = self.run_script(&runtime, limit, at);
-        let result = match timeout(self.timeout, check).await {
+        let exchange = self.run_script(&runtime, call);
+        let result = match timeout(self.timeout, exchange).await {
             Ok(result) => result,
             Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
         };
@@ -151,24 +226,17 @@ impl RedisStore {
         result
     }
 
-    async fn run_script(
-        &self,
-        runtime: &Runtime,
-        limit: Limit<'_>,
-        at: Option<u64>,
-    ) -> Result<Decision, StoreError> {
+    async fn run_script(&self, runtime: &Runtime, call: Call<'_>) -> Result<Vec<i64>, StoreError> {
         let mut connection = self.connection(runtime).await?;
-        let member = self.members.next();
-        match script::run(&mut connection, &self.prefix, limit, &member, at).await {
-            Ok(reply) => script::decode(&reply, limit.rate.threshold()),
-            Err(err) => {
+        script::run(&mut connection, &self.prefix, call)
+            .await
+            .map_err(|err| {
                 if err.is_unrecoverable_error() {
                     // Let the next check build a fresh connection.
                     self.forget_connection(runtime.id());
                 }
-                Err(self.store_error(err))
-            }
-        }
+                self.store_error(err)
+            })
     }
 
     /// Claims the one slot-map lookup that may run at a time (cluster only); `None` when

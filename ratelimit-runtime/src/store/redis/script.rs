@@ -10,10 +10,10 @@ use redis::{Cmd, ErrorKind, RedisResult, RedisWrite as _, ServerErrorKind};
 use super::target::Connection;
 use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::limit::Limit;
+use crate::limit::LimitRef;
 
-/// The sliding window log script, run through `EVALSHA` (see [`evalsha`]), or `EVAL` when the
-/// server has lost it (see [`eval`]).
+/// The sliding window log script, run through `EVALSHA` (see [`run`]), or `EVAL` when the
+/// server has lost it.
 ///
 /// `KEYS[1]`: the key's sorted set (scores: integer microseconds since the Unix epoch).
 /// `ARGV`: period (µs), threshold, a unique member, now (µs since the Unix epoch, or empty for
@@ -29,65 +29,141 @@ pub(super) static SLIDING_WINDOW: LazyLock<redis::Script> =
 /// The text of [`SLIDING_WINDOW`].
 const SOURCE: &str = include_str!("sliding_window.lua");
 
-/// `EVALSHA <sha1> 1 <prefix><key> <period_us> <threshold> <member> <now_us or "">`: the
-/// [`SLIDING_WINDOW`] call for one check, in a buffer sized for it up front. The key is written
-/// into the command in its two pieces, never joined into a `String` of its own: building the
-/// command allocates its two buffers and nothing else (a Redis check's other allocations, the
-/// key's copy and two boxes, are the check path's: `check/remote.rs`, `check/future.rs` and
-/// `runtime::HandOff`).
-fn evalsha(prefix: &str, limit: Limit<'_>, member: &[u8], at: Option<u64>) -> Cmd {
-    command(
-        "EVALSHA",
-        SLIDING_WINDOW.get_hash(),
-        prefix,
-        limit,
-        member,
-        at,
-    )
+/// The same log over several limits of one call, each with its cost, admitted in all or
+/// recorded in none: `sliding_window_limits.lua`, whose header holds its contract. Used for
+/// every call but the one of a single limit at cost 1, which [`SLIDING_WINDOW`] serves with
+/// fewer Redis calls.
+static SLIDING_WINDOW_LIMITS: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(LIMITS_SOURCE));
+
+/// The text of [`SLIDING_WINDOW_LIMITS`].
+const LIMITS_SOURCE: &str = include_str!("sliding_window_limits.lua");
+
+/// Removes one call's admission from its limits' sets: `refund.lua`.
+static REFUND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(REFUND_SOURCE));
+
+/// The text of [`REFUND`].
+const REFUND_SOURCE: &str = include_str!("refund.lua");
+
+/// One exchange with Redis: a script and its arguments.
+#[derive(Clone, Copy)]
+pub(super) enum Call<'a> {
+    /// One limit at cost 1, admitted as `member`, at `at` (µs since the Unix epoch; `None`:
+    /// the server's `TIME`): [`SLIDING_WINDOW`].
+    One {
+        limit: LimitRef<'a>,
+        member: &'a [u8],
+        at: Option<u64>,
+    },
+    /// Several limits (distinct keys in one slot), or one at another cost, admitted as
+    /// `admission`: [`SLIDING_WINDOW_LIMITS`].
+    Several {
+        limits: &'a [LimitRef<'a>],
+        admission: &'a [u8],
+        at: Option<u64>,
+    },
+    /// The refund of `admission` from `limits`' sets: [`REFUND`].
+    Refund {
+        limits: &'a [LimitRef<'a>],
+        admission: &'a [u8],
+    },
 }
 
-/// `EVAL <script> 1 ...`: the same call with the script's text, for a server that has lost the
-/// script (restarted, failed over, `SCRIPT FLUSH`). Running it also caches the script there, so
-/// the next `EVALSHA` finds it; in a cluster it goes to the key's node, the one that lacks it.
-fn eval(prefix: &str, limit: Limit<'_>, member: &[u8], at: Option<u64>) -> Cmd {
-    command("EVAL", SOURCE, prefix, limit, member, at)
+impl Call<'_> {
+    fn script(&self) -> (&'static redis::Script, &'static str) {
+        match self {
+            Call::One { .. } => (&SLIDING_WINDOW, SOURCE),
+            Call::Several { .. } => (&SLIDING_WINDOW_LIMITS, LIMITS_SOURCE),
+            Call::Refund { .. } => (&REFUND, REFUND_SOURCE),
+        }
+    }
 }
 
-fn command(
-    verb: &str,
-    script: &str,
-    prefix: &str,
-    limit: Limit<'_>,
-    member: &[u8],
-    at: Option<u64>,
-) -> Cmd {
-    let Limit { key, rate } = limit;
-    /// Digits of a `u64`, the most a number argument takes.
-    const NUMBER: usize = 20;
-    let bytes = verb.len() + script.len() + 1 + prefix.len() + key.len() + member.len();
-    let mut command = Cmd::with_capacity(8, bytes + 3 * NUMBER);
-    command.arg(verb).arg(script).arg(1);
-    {
+/// Digits of a `u64`, the most a number argument takes.
+const NUMBER: usize = 20;
+
+/// `EVALSHA <sha1> <keys> <prefix><key>... <args>...` for `call` (`EVAL <script> ...` when
+/// `eval`: for a server that has lost the script, restarted, failed over or `SCRIPT FLUSH`ed;
+/// running it also caches the script there, so the next `EVALSHA` finds it; in a cluster it
+/// goes to the key's node, the one that lacks it), in a buffer sized for it up front. Each key
+/// is written into the command in its two pieces, never joined into a `String` of its own:
+/// building the command allocates its two buffers and nothing else (a Redis check's other
+/// allocations, the key's copy and two boxes, are the check path's: `check/remote.rs`,
+/// `check/future.rs` and `runtime::HandOff`).
+fn command(prefix: &str, call: &Call<'_>, eval: bool) -> Cmd {
+    let (script, source) = call.script();
+    let (verb, text) = if eval {
+        ("EVAL", source)
+    } else {
+        ("EVALSHA", script.get_hash())
+    };
+    let limits: &[LimitRef<'_>] = match call {
+        Call::One { limit, .. } => std::slice::from_ref(limit),
+        Call::Several { limits, .. } | Call::Refund { limits, .. } => limits,
+    };
+    let keys: usize = limits
+        .iter()
+        .map(|limit| prefix.len() + limit.key.len())
+        .sum();
+    let arguments = 3 + 4 * limits.len();
+    let mut command = Cmd::with_capacity(
+        arguments,
+        verb.len() + text.len() + NUMBER + keys + 22 + arguments * NUMBER,
+    );
+    command.arg(verb).arg(text).arg(limits.len());
+    for limit in limits {
         let mut full_key = command.writer_for_next_arg();
         // Writing into the command's own `Vec<u8>` cannot fail.
         let _ = full_key.write_all(prefix.as_bytes());
-        let _ = full_key.write_all(key.as_bytes());
+        let _ = full_key.write_all(limit.key.as_bytes());
     }
+    let at = match *call {
+        Call::One { limit, member, at } => {
+            command
+                .arg(limit.rate.period_us())
+                .arg(limit.rate.threshold())
+                .arg(member);
+            at
+        }
+        Call::Several {
+            limits,
+            admission,
+            at,
+        } => {
+            command.arg(admission);
+            time(&mut command, at);
+            for limit in limits {
+                command
+                    .arg(limit.rate.period_us())
+                    .arg(limit.rate.threshold())
+                    .arg(limit.cost);
+            }
+            return command;
+        }
+        Call::Refund { limits, admission } => {
+            command.arg(admission);
+            for limit in limits {
+                command.arg(limit.cost);
+            }
+            return command;
+        }
+    };
+    time(&mut command, at);
     command
-        .arg(rate.period_us())
-        .arg(rate.threshold())
-        .arg(member);
+}
+
+/// The time argument: µs since the Unix epoch, or empty for the server's `TIME`.
+fn time(command: &mut Cmd, at: Option<u64>) {
     match at {
         Some(now) => command.arg(now),
         None => command.arg(""),
     };
-    command
 }
 
-/// Runs the script for one check on `connection`: `EVALSHA`, sent once more when the
-/// connection was found closed, and `EVAL` when the server answers `NOSCRIPT`. `member` names
-/// the admission (one per check: a resend carries the same, which the script counts once);
-/// `at` is the check's time (µs since the Unix epoch; `None`: the server's `TIME`).
+/// Runs the script of `call` on `connection`: `EVALSHA`, sent once more when the connection
+/// was found closed, and `EVAL` when the server answers `NOSCRIPT`. The call's member or
+/// admission names what it records (one per call: a resend carries the same, which the
+/// scripts count once, and a refund removes only it).
 ///
 /// # Errors
 ///
@@ -95,17 +171,15 @@ fn command(
 pub(super) async fn run(
     connection: &mut Connection,
     prefix: &str,
-    limit: Limit<'_>,
-    member: &[u8],
-    at: Option<u64>,
+    call: Call<'_>,
 ) -> RedisResult<Vec<i64>> {
-    let command = evalsha(prefix, limit, member, at);
-    let mut result = connection.query(&command).await;
+    let evalsha = command(prefix, &call, false);
+    let mut result = connection.query(&evalsha).await;
     if matches!(&result, Err(err) if err.is_connection_dropped()) {
         // The connection was found closed (the server's idle timeout, a restart, a load
         // balancer): the call may or may not have reached Redis. The script counts a member
         // once, so the same call is sent once more, on the connection the manager makes again.
-        result = connection.query(&command).await;
+        result = connection.query(&evalsha).await;
     }
     if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
         // The server lost its scripts (restarted, failed over, `SCRIPT FLUSH`), so the call did
@@ -117,7 +191,7 @@ pub(super) async fn run(
         // live masters' keys from recovering after a restart or a failover, and each check
         // that met `NOSCRIPT` would cost a round trip to every master plus two to its own.
         // The other masters reload the script when their own checks meet `NOSCRIPT`.
-        result = connection.query(&eval(prefix, limit, member, at)).await;
+        result = connection.query(&command(prefix, &call, true)).await;
     }
     result
 }
@@ -155,6 +229,62 @@ pub(super) fn decode(reply: &[i64], threshold: u64) -> Result<Decision, StoreErr
     }
 }
 
+/// Turns the reply of [`SLIDING_WINDOW_LIMITS`] (`{admitted, then count, retry_after_us,
+/// reset_after_us per limit}`) into whether the call was admitted and each limit's
+/// [`Decision`]: admitted by the limit, or denied with its retry-after. On a denial, a limit
+/// that would have admitted the call says so, with its count unchanged.
+pub(super) fn decode_limits(
+    reply: &[i64],
+    limits: &[LimitRef<'_>],
+) -> Result<(bool, Vec<Decision>), StoreError> {
+    let Some((&admitted, rest)) = reply.split_first() else {
+        return Err(StoreError::Protocol("an empty reply".into()));
+    };
+    if rest.len() != 3 * limits.len() {
+        return Err(StoreError::Protocol(
+            format!(
+                "expected {} integers, got {}",
+                1 + 3 * limits.len(),
+                reply.len()
+            )
+            .into(),
+        ));
+    }
+    let admitted = match admitted {
+        1 => true,
+        0 => false,
+        other => {
+            return Err(StoreError::Protocol(
+                format!("admitted flag {other} is neither 0 nor 1").into(),
+            ));
+        }
+    };
+    let decisions = rest
+        .chunks_exact(3)
+        .zip(limits)
+        .map(|(answer, limit)| {
+            let &[count, retry_after, reset_after] = answer else {
+                unreachable!("chunks of 3")
+            };
+            let (Ok(count), Ok(retry_after), Ok(reset_after)) = (
+                u64::try_from(count),
+                u64::try_from(retry_after),
+                u64::try_from(reset_after),
+            ) else {
+                return Err(StoreError::Protocol("negative count or duration".into()));
+            };
+            let threshold = limit.rate.threshold();
+            let reset_after = Duration::from_micros(reset_after);
+            Ok(if admitted || retry_after == 0 {
+                Decision::admitted(threshold, threshold.saturating_sub(count), reset_after)
+            } else {
+                Decision::denied(threshold, Duration::from_micros(retry_after), reset_after)
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((admitted, decisions))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,7 +304,11 @@ mod tests {
     #[test]
     fn the_key_is_one_argument_made_of_the_prefix_and_the_key() {
         let rate = Rate::new(7, Duration::from_millis(1_500)).unwrap();
-        let limit = |key| Limit { key, rate };
+        let limit = |key| LimitRef { key, rate, cost: 1 };
+        let evalsha =
+            |prefix, limit, member, at| command(prefix, &Call::One { limit, member, at }, false);
+        let eval =
+            |prefix, limit, member, at| command(prefix, &Call::One { limit, member, at }, true);
         let command = evalsha(
             "app:",
             limit("login:ünï:42"),
@@ -196,6 +330,7 @@ mod tests {
         );
         // Without a time, the script reads the server's clock; an empty prefix adds nothing.
         let command = evalsha("", limit("k"), b"m", None);
+        assert_eq!(arguments(&command)[2], "1");
         assert_eq!(arguments(&command)[3..], ["k", "1500000", "7", "m", ""]);
         // After NOSCRIPT: the same call, with the script's text.
         let command = eval("p:", limit("k"), b"m", None);
@@ -205,6 +340,68 @@ mod tests {
             arguments(&command)[2..],
             ["1", "p:k", "1500000", "7", "m", ""]
         );
+    }
+
+    #[test]
+    fn several_limits_are_one_call_with_their_keys_then_their_arguments() {
+        let burst = Rate::new(5, Duration::from_secs(1)).unwrap();
+        let daily = Rate::new(1_000, Duration::from_secs(86_400)).unwrap();
+        let limits = [
+            LimitRef {
+                key: "{u}:burst",
+                rate: burst,
+                cost: 1,
+            },
+            LimitRef {
+                key: "{u}:daily",
+                rate: daily,
+                cost: 3,
+            },
+        ];
+        let call = Call::Several {
+            limits: &limits,
+            admission: b"adm",
+            at: Some(7),
+        };
+        assert_eq!(
+            arguments(&command("p:", &call, false)),
+            [
+                "EVALSHA",
+                SLIDING_WINDOW_LIMITS.get_hash(),
+                "2",
+                "p:{u}:burst",
+                "p:{u}:daily",
+                "adm",
+                "7",
+                "1000000",
+                "5",
+                "1",
+                "86400000000",
+                "1000",
+                "3",
+            ]
+        );
+        let refund = Call::Refund {
+            limits: &limits,
+            admission: b"adm",
+        };
+        assert_eq!(
+            arguments(&command("p:", &refund, true))[2..],
+            ["2", "p:{u}:burst", "p:{u}:daily", "adm", "1", "3"]
+        );
+        let (admitted, decisions) =
+            decode_limits(&[0, 5, 200, 900, 10, 0, 5_000], &limits).unwrap();
+        assert!(!admitted);
+        assert_eq!(
+            decisions,
+            [
+                Decision::denied(5, Duration::from_micros(200), Duration::from_micros(900)),
+                Decision::admitted(1_000, 990, Duration::from_micros(5_000)),
+            ]
+        );
+        assert!(decode_limits(&[1, 1, 0], &limits).is_err());
+        assert!(decode_limits(&[], &limits).is_err());
+        assert!(decode_limits(&[1, 1, 0, -1, 1, 0, 0], &limits).is_err());
     }
 
     #[test]

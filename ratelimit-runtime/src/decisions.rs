@@ -1,0 +1,247 @@
+//! [`Decisions`]: the answer to one check of several limits, and each limit's
+//! [`LimitDecision`].
+
+use std::borrow::Cow;
+use std::ops::Deref;
+use std::time::Duration;
+
+use crate::decision::Decision;
+use crate::rate::Rate;
+
+/// The answer to one check of several limits
+/// ([`Limiter::check_all`](crate::Limiter::check_all)): one decision for the call, and each
+/// limit's own.
+///
+/// It derefs to the deciding limit's [`Decision`]: on a denial, the denying limit with the
+/// longest retry-after (the call fits once it has passed, unless others used the quota
+/// meanwhile); on an admission, the limit with the fewest admissions remaining. So
+/// `decisions.allowed` says whether the call was admitted, and `decisions.retry_after` how
+/// long to wait.
+///
+/// On a denial nothing is recorded in any limit, and a limit that would have admitted the
+/// call says so (`allowed == true`), its `remaining` counting what is left without this call.
+///
+/// ```
+/// use std::time::Duration;
+/// use ratelimit_runtime::{Limit, Limiter, Rate};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ratelimit_runtime::RateLimitError> {
+/// let limiter = Limiter::memory();
+/// let burst = Rate::new(2, Duration::from_secs(1))?;
+/// let daily = Rate::new(1_000, Duration::from_secs(86_400))?;
+/// let limits = || [Limit::new("user:42:burst", burst), Limit::new("user:42:daily", daily)];
+/// assert!(limiter.check_all(limits()).await?.allowed);
+/// assert!(limiter.check_all(limits()).await?.allowed);
+/// let third = limiter.check_all(limits()).await?;
+/// assert!(!third.allowed);
+/// assert_eq!(third.deciding().label(), "1s");
+/// for limit in &third {
+///     println!("{}: allowed {}, {} left", limit.label(), limit.allowed, limit.remaining);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decisions {
+    limits: Vec<LimitDecision>,
+    deciding: usize,
+}
+
+/// One limit's part of [`Decisions`]: its label, its rate and its [`Decision`] (which it
+/// derefs to).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitDecision {
+    label: Cow<'static, str>,
+    rate: Rate,
+    decision: Decision,
+}
+
+impl LimitDecision {
+    /// The label naming the limit's policy in the HTTP fields: the one given, or the rate's
+    /// window (`1s`, `90s`, `1d`), with `-2`, `-3`... after it when two limits would share one.
+    #[must_use]
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The rate the limit was checked against.
+    #[must_use]
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+
+    /// The limit's decision.
+    #[must_use]
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+}
+
+impl Deref for LimitDecision {
+    type Target = Decision;
+
+    fn deref(&self) -> &Decision {
+        &self.decision
+    }
+}
+
+impl Decisions {
+    /// The decisions of a check's limits, in its order: each limit's label (`None`: its
+    /// window), rate and decision; `admitted` whether the call was. Not empty.
+    pub(crate) fn new(
+        limits: impl IntoIterator<Item = (Option<Cow<'static, str>>, Rate, Decision)>,
+    ) -> Decisions {
+        let mut decided: Vec<LimitDecision> = Vec::new();
+        for (label, rate, decision) in limits {
+            let label = label.unwrap_or_else(|| Cow::Owned(window(rate.period())));
+            let mut unique = label.clone();
+            let mut n = 1;
+            while decided.iter().any(|limit| limit.label == unique) {
+                n += 1;
+                unique = Cow::Owned(format!("{label}-{n}"));
+            }
+            decided.push(LimitDecision {
+                label: unique,
+                rate,
+                decision,
+            });
+        }
+        let deciding = if decided.iter().all(|limit| limit.allowed) {
+            position_min_by_key(&decided, |limit| limit.remaining)
+        } else {
+            position_min_by_key(&decided, |limit| match limit.retry_after {
+                Some(wait) if !limit.allowed => std::cmp::Reverse(wait),
+                _ => std::cmp::Reverse(Duration::ZERO),
+            })
+        };
+        Decisions {
+            limits: decided,
+            deciding,
+        }
+    }
+
+    /// The deciding limit (see [`Decisions`]).
+    #[must_use]
+    pub fn deciding(&self) -> &LimitDecision {
+        &self.limits[self.deciding]
+    }
+
+    /// Each limit's decision, in the order the check gave the limits.
+    pub fn iter(&self) -> std::slice::Iter<'_, LimitDecision> {
+        self.limits.iter()
+    }
+
+    /// How many limits the check had (at least one).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.limits.len()
+    }
+
+    /// `false`: a check has at least one limit.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.limits.is_empty()
+    }
+}
+
+impl Deref for Decisions {
+    type Target = Decision;
+
+    fn deref(&self) -> &Decision {
+        &self.deciding().decision
+    }
+}
+
+impl<'a> IntoIterator for &'a Decisions {
+    type Item = &'a LimitDecision;
+    type IntoIter = std::slice::Iter<'a, LimitDecision>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// The index of the first item with the least key (`items` is not empty).
+fn position_min_by_key<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> usize {
+    let mut best = 0;
+    for (i, item) in items.iter().enumerate().skip(1) {
+        if key(item) < key(&items[best]) {
+            best = i;
+        }
+    }
+    best
+}
+
+/// A window's label: the period in the largest unit that divides it (`1d`, `12h`, `90s`,
+/// `1500ms`, `2500us`).
+pub(crate) fn window(period: Duration) -> String {
+    const UNITS: [(&str, u128); 5] = [
+        ("d", 86_400_000_000),
+        ("h", 3_600_000_000),
+        ("m", 60_000_000),
+        ("s", 1_000_000),
+        ("ms", 1_000),
+    ];
+    let micros = period.as_micros();
+    for (unit, size) in UNITS {
+        if micros.is_multiple_of(size) {
+            return format!("{}{unit}", micros / size);
+        }
+    }
+    format!("{micros}us")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rate(threshold: u64, secs: u64) -> Rate {
+        Rate::new(threshold, Duration::from_secs(secs)).unwrap()
+    }
+
+    #[test]
+    fn windows_are_labelled_in_their_largest_unit() {
+        assert_eq!(window(Duration::from_secs(86_400)), "1d");
+        assert_eq!(window(Duration::from_secs(7_200)), "2h");
+        assert_eq!(window(Duration::from_secs(60)), "1m");
+        assert_eq!(window(Duration::from_secs(90)), "90s");
+        assert_eq!(window(Duration::from_millis(1_500)), "1500ms");
+        assert_eq!(window(Duration::from_micros(2_500)), "2500us");
+    }
+
+    #[test]
+    fn the_deciding_limit_and_unique_labels() {
+        let denied = Decisions::new([
+            (
+                None,
+                rate(5, 1),
+                Decision::denied(5, Duration::from_millis(300), Duration::ZERO),
+            ),
+            (None, rate(9, 1), Decision::admitted(9, 4, Duration::ZERO)),
+            (
+                Some("slow".into()),
+                rate(2, 60),
+                Decision::denied(2, Duration::from_secs(7), Duration::ZERO),
+            ),
+        ]);
+        assert!(!denied.allowed);
+        assert_eq!(denied.deciding().label(), "slow");
+        assert_eq!(denied.retry_after, Some(Duration::from_secs(7)));
+        let labels: Vec<_> = denied.iter().map(LimitDecision::label).collect();
+        assert_eq!(labels, ["1s", "1s-2", "slow"]);
+
+        let admitted = Decisions::new([
+            (None, rate(5, 1), Decision::admitted(5, 3, Duration::ZERO)),
+            (
+                None,
+                rate(100, 86_400),
+                Decision::admitted(100, 1, Duration::ZERO),
+            ),
+        ]);
+        assert!(admitted.allowed);
+        assert_eq!(admitted.deciding().label(), "1d");
+        assert_eq!(admitted.remaining, 1);
+        assert_eq!(admitted.len(), 2);
+    }
+}
