@@ -10,6 +10,7 @@
 //! | --- | --- | --- |
 //! | [`Denied`](RateLimitError::Denied) | 429 Too Many Requests | `Retry-After`, `RateLimit-Policy`, `RateLimit` |
 //! | [`Unavailable`](RateLimitError::Unavailable) (store down, [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)) | 503 Service Unavailable | `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`]) |
+//! | [`CostTooHigh`](RateLimitError::CostTooHigh) | 400 Bad Request | |
 //! | [`InvalidInput`](RateLimitError::InvalidInput), [`InvalidConfig`](RateLimitError::InvalidConfig) | 500 Internal Server Error | |
 //!
 //! The rate limit fields follow draft-ietf-httpapi-ratelimit-headers-11 (see
@@ -50,7 +51,7 @@ use ::actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use ::actix_web::{HttpResponse, ResponseError};
 
 use crate::error::RateLimitError;
-use crate::headers::RateLimitHeaders;
+use crate::headers::{CompositeHeaders, RateLimitHeaders};
 use crate::problem::{ErrorResponse, problem_body};
 pub use crate::problem::{PROBLEM_JSON, UNAVAILABLE_RETRY_AFTER};
 
@@ -64,7 +65,18 @@ impl RateLimitHeaders {
     }
 }
 
-/// Answers 429 for a denial, 503 for an unavailable store and 500 for invalid input or
+impl CompositeHeaders {
+    /// Sets the fields on an actix-web response: `RateLimit-Policy` and `RateLimit` listing
+    /// every limit and, on a denial, `Retry-After`, replacing any present.
+    pub fn apply_to_actix(&self, response: &mut ::actix_web::HttpResponseBuilder) {
+        for (name, value) in self.iter() {
+            response.insert_header((name, value));
+        }
+    }
+}
+
+/// Answers 429 for a denial (with every limit's fields, for a check of several), 503 for an
+/// unavailable store, 400 for a cost no window can admit, and 500 for invalid input or
 /// configuration, each with a problem+json body (see the [module docs](self)).
 impl ResponseError for RateLimitError {
     fn status_code(&self) -> StatusCode {
@@ -77,8 +89,8 @@ impl ResponseError for RateLimitError {
         let status =
             StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = problem_builder(status);
-        if let Some(fields) = answer.fields {
-            fields.apply_to_actix(&mut response);
+        for field in answer.fields {
+            response.insert_header(field);
         }
         if let Some(seconds) = answer.retry_after {
             response.insert_header((RETRY_AFTER, seconds));

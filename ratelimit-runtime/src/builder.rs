@@ -61,10 +61,11 @@ impl LimiterBuilder {
     /// Keeps the logs in the Redis server at `url`: `redis://[[user]:password@]host[:port][/db]`,
     /// `rediss://…` for TLS (feature `tls`), or `redis+unix:///path`. Without it (or
     /// [`redis_cluster`](LimiterBuilder::redis_cluster)) the limiter is in process. The last of
-    /// the two calls wins.
+    /// the two calls wins. Takes what configuration gives: a `&str`, a `String`, a
+    /// `Cow<str>`.
     #[must_use]
-    pub fn redis_url(mut self, url: &str) -> Self {
-        self.redis = Some(RedisTarget::Url(url.to_owned()));
+    pub fn redis_url(mut self, url: impl AsRef<str>) -> Self {
+        self.redis = Some(RedisTarget::Url(url.as_ref().to_owned()));
         self
     }
 
@@ -131,7 +132,8 @@ impl LimiterBuilder {
     /// Prepended to every key in Redis (default `"ratelimit:"`); use one per application or
     /// environment sharing a Redis.
     #[must_use]
-    pub fn key_prefix(mut self, prefix: &str) -> Self {
+    pub fn key_prefix(mut self, prefix: impl AsRef<str>) -> Self {
+        let prefix = prefix.as_ref();
         prefix.clone_into(&mut self.key_prefix);
         self
     }
@@ -223,5 +225,30 @@ impl fmt::Debug for LimiterBuilder {
             .field("failure_policy", &self.failure_policy)
             .field("timeout", &self.timeout)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The settings take what configuration gives: `String`s as well as `&str`s.
+    #[test]
+    fn takes_owned_and_borrowed_text() {
+        let url: String = std::env::var("NO_SUCH_VARIABLE_HERE")
+            .unwrap_or_else(|_| "redis://127.0.0.1:1/".to_owned());
+        let prefix: String = "app:".to_owned();
+        let limiter = Limiter::builder()
+            .redis_url(url)
+            .key_prefix(prefix)
+            .build_now()
+            .expect("a valid URL");
+        assert!(format!("{limiter:?}").contains("redis"));
+        let limiter = Limiter::builder()
+            .redis_url("redis://127.0.0.1:1/")
+            .key_prefix("app:")
+            .build_now()
+            .expect("a valid URL");
+        assert!(format!("{limiter:?}").contains("redis"));
     }
 }

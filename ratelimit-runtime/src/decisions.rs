@@ -95,14 +95,11 @@ impl Decisions {
         let mut decided: Vec<LimitDecision> = Vec::new();
         for (label, rate, decision) in limits {
             let label = label.unwrap_or_else(|| Cow::Owned(window(rate.period())));
-            let mut unique = label.clone();
-            let mut n = 1;
-            while decided.iter().any(|limit| limit.label == unique) {
-                n += 1;
-                unique = Cow::Owned(format!("{label}-{n}"));
-            }
+            let label = unique(label, |taken| {
+                decided.iter().any(|limit| limit.label == taken)
+            });
             decided.push(LimitDecision {
-                label: unique,
+                label,
                 rate,
                 decision,
             });
@@ -171,6 +168,30 @@ fn position_min_by_key<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> usize {
         }
     }
     best
+}
+
+/// `label`, or when `taken` says it is, `label-2`, `label-3`...: the first that is not.
+fn unique(label: Cow<'static, str>, taken: impl Fn(&str) -> bool) -> Cow<'static, str> {
+    let mut unique = label.clone();
+    let mut n = 1;
+    while taken(&unique) {
+        n += 1;
+        unique = Cow::Owned(format!("{label}-{n}"));
+    }
+    unique
+}
+
+/// The default labels of `rates`, as [`Decisions`] gives them: each one's window, made unique.
+#[cfg_attr(not(feature = "axum"), allow(dead_code))] // the layer's; the attribute's next
+pub(crate) fn window_labels(rates: &[Rate]) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::with_capacity(rates.len());
+    for rate in rates {
+        let label = unique(Cow::Owned(window(rate.period())), |taken| {
+            labels.iter().any(|label| label == taken)
+        });
+        labels.push(label.into_owned());
+    }
+    labels
 }
 
 /// A window's label: the period in the largest unit that divides it (`1d`, `12h`, `90s`,

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::decision::Decision;
+use crate::decisions::Decisions;
 use crate::headers::RateLimitHeaders;
 use crate::rate::Rate;
 
@@ -38,7 +39,7 @@ pub enum RateLimitError {
         cap = crate::limit::MAX_COST
     )]
     CostTooHigh {
-        /// The call's cost (as the caller gave it, a `usize` cost of the attribute too).
+        /// The call's cost, as the caller gave it.
         cost: u64,
         /// The most a call may cost under its limit.
         max: u64,
@@ -117,12 +118,14 @@ impl From<RateLimitError> for std::io::Error {
 }
 
 /// A denied call: which scope and key, the [`Rate`] it was checked against, and the
-/// [`Decision`] that denied it.
+/// [`Decision`] that denied it; for a call checked against several limits, the deciding
+/// limit's, and every limit's in [`decisions`](Denied::decisions).
 pub struct Denied {
     scope: Cow<'static, str>,
     key: Option<String>,
     rate: Rate,
     decision: Decision,
+    decisions: Option<Decisions>,
 }
 
 impl Denied {
@@ -140,6 +143,42 @@ impl Denied {
             key,
             rate,
             decision,
+            decisions: None,
+        }
+    }
+
+    /// A denial of `key` (if the limit is per key) in `scope` by a check of several limits,
+    /// `decisions` (its deciding limit gives [`rate`](Denied::rate) and
+    /// [`decision`](Denied::decision)).
+    #[must_use]
+    pub fn of_several(
+        scope: impl Into<Cow<'static, str>>,
+        key: Option<String>,
+        decisions: Decisions,
+    ) -> Self {
+        let deciding = decisions.deciding();
+        Denied {
+            scope: scope.into(),
+            key,
+            rate: deciding.rate(),
+            decision: *deciding.decision(),
+            decisions: Some(decisions),
+        }
+    }
+
+    /// Every limit's decision, when the call was checked against several
+    /// ([`of_several`](Denied::of_several)).
+    #[must_use]
+    pub fn decisions(&self) -> Option<&Decisions> {
+        self.decisions.as_ref()
+    }
+
+    /// The HTTP fields of the denial, every limit listed for a check of several: as
+    /// `(name, value)`, `RateLimit-Policy`, `RateLimit`, then `Retry-After`.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        match &self.decisions {
+            Some(decisions) => decisions.headers().iter().collect(),
+            None => self.headers().iter().collect(),
         }
     }
 
@@ -149,7 +188,8 @@ impl Denied {
         self.rate
     }
 
-    /// The HTTP fields of the denial: `RateLimit-Policy`, `RateLimit` and `Retry-After`.
+    /// The HTTP fields of the denial: `RateLimit-Policy`, `RateLimit` and `Retry-After`, of the
+    /// deciding limit only (see [`fields`](Denied::fields) for every limit's).
     #[must_use]
     pub fn headers(&self) -> RateLimitHeaders {
         self.decision.headers(self.rate)
@@ -196,6 +236,7 @@ impl fmt::Debug for Denied {
             .field("key", &self.key.as_ref().map(|_| "<redacted>"))
             .field("rate", &self.rate)
             .field("decision", &self.decision)
+            .field("decisions", &self.decisions)
             .finish()
     }
 }

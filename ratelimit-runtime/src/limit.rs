@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::decision::Decision;
 use crate::rate::Rate;
 
 /// The most a sliding window log lets one call cost: 10,000. The log records a call of cost
@@ -59,7 +60,8 @@ impl<'a> Limit<'a> {
 
     /// The same limit for a call of cost `cost`: admitted iff the window's recorded cost plus
     /// `cost` stays within the threshold, and then recorded as `cost` admissions. A cost of 0
-    /// is always admitted and records nothing; a cost above the threshold or [`MAX_COST`] is
+    /// is always admitted (even where another rate of the key lowered the threshold) and
+    /// records nothing; a cost above the threshold or [`MAX_COST`] is
     /// never admitted (the check fails with
     /// [`RateLimitError::CostTooHigh`](crate::RateLimitError::CostTooHigh)).
     #[must_use]
@@ -135,4 +137,16 @@ pub(crate) struct LimitRef<'a> {
     pub(crate) key: &'a str,
     pub(crate) rate: Rate,
     pub(crate) cost: u32,
+}
+
+/// A store's answer to a check of several limits (in one part of the store).
+pub(crate) struct LimitsAnswer {
+    /// The call was admitted and recorded in every limit (else in none).
+    pub(crate) admitted: bool,
+    /// Each limit's decision: on a denial, a limit that would have admitted the call says so,
+    /// its count without the call.
+    pub(crate) decisions: Vec<Decision>,
+    /// The check's time (µs since the Unix epoch), which its refund is told (0 in process,
+    /// where a check is never refunded).
+    pub(crate) now: u64,
 }

@@ -195,15 +195,17 @@ impl Limiter {
     /// slot are one script (give them a hash tag, `{user:42}:burst` and `{user:42}:daily`,
     /// for one round trip); limits in several slots are checked at once, one script per slot,
     /// and when any slot denies, fails or times out, the others' records are refunded before
-    /// the check returns. So no limit ever admits above its threshold, and after the check no
-    /// limit holds a denied call (except a refund that could not reach its node: it expires
-    /// with its key, and the outage is logged). A racing call may be denied meanwhile by a
-    /// reservation that is refunded right after.
+    /// the check returns (even when its caller stops waiting: the check runs to its end on the
+    /// runtime). So no limit ever admits above its threshold, and after the check no limit
+    /// holds a denied call, except a record its refund could not reach: one on a node that is
+    /// down or stalled, which expires with its window (the outage is logged). A racing call may
+    /// be denied meanwhile by a reservation that is refunded right after.
     ///
     /// A part of the store that cannot answer (a cluster slot, or the server) takes part as
-    /// the [`FailurePolicy`] answers for its limits: `Open` admits and records nothing there;
-    /// `Local` checks them in the in-process fallback; `Closed` fails the check, refunding the
-    /// other parts' records.
+    /// the [`FailurePolicy`] answers for its limits: `Open` admits there, `Local` checks them
+    /// in the in-process fallback, `Closed` fails the check (at once, sending nothing, when the
+    /// part's breaker is open), refunding the other parts' records. A call to a part that
+    /// timed out may still run there: it is refunded in the background.
     ///
     /// # Errors
     ///
@@ -232,6 +234,17 @@ impl Limiter {
     ) -> impl Future<Output = Result<Decisions, RateLimitError>> + Send + 'a {
         let limits: Vec<Limit<'a>> = limits.into_iter().collect();
         self.shared.check_all(None, limits, Some(at))
+    }
+
+    /// [`check_all`](Limiter::check_all) for the attribute and the layer, in `scope` (as
+    /// [`checking`](Limiter::checking)).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))] // the layer's; the attribute's next
+    pub(crate) fn checking_all<'a>(
+        &'a self,
+        scope: &'a str,
+        limits: Vec<Limit<'a>>,
+    ) -> impl Future<Output = Result<Decisions, RateLimitError>> + Send + 'a {
+        self.shared.check_all(Some(scope), limits, None)
     }
 
     /// A check for the attribute and the layer: in a span with the field `scope`, labelled

@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::error::RateLimitError;
-use crate::headers::RateLimitHeaders;
 
 /// The `Retry-After` of a 503 answered when the store is unavailable (under
 /// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)): 5 seconds. The limiter reconnects
@@ -20,8 +19,9 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 pub(crate) struct ErrorResponse {
     /// 429, 503 or 500.
     pub(crate) status: u16,
-    /// A denial's `RateLimit-Policy`, `RateLimit` and `Retry-After`.
-    pub(crate) fields: Option<RateLimitHeaders>,
+    /// A denial's `RateLimit-Policy`, `RateLimit` and `Retry-After` (every limit's, for a
+    /// check of several), as `(name, value)`; empty for other errors.
+    pub(crate) fields: Vec<(&'static str, String)>,
     /// `Retry-After` in seconds, for an answer that is not a denial (503).
     pub(crate) retry_after: Option<u64>,
     /// The problem's `detail`: never the key, the store's error or the configuration.
@@ -37,19 +37,19 @@ impl ErrorResponse {
         match error {
             RateLimitError::Denied(denied) => ErrorResponse {
                 status,
-                fields: Some(denied.headers()),
+                fields: denied.fields(),
                 retry_after: None,
                 detail: error.to_string(),
             },
             RateLimitError::Unavailable(_) => ErrorResponse {
                 status,
-                fields: None,
+                fields: Vec::new(),
                 retry_after: Some(UNAVAILABLE_RETRY_AFTER.as_secs()),
                 detail: "the rate limit store is unavailable; try again later".to_owned(),
             },
             RateLimitError::CostTooHigh { .. } => ErrorResponse {
                 status,
-                fields: None,
+                fields: Vec::new(),
                 retry_after: None,
                 detail: error.to_string(),
             },
@@ -57,7 +57,7 @@ impl ErrorResponse {
                 tracing::error!(%error, "rate limit check failed; answering 500");
                 ErrorResponse {
                     status,
-                    fields: None,
+                    fields: Vec::new(),
                     retry_after: None,
                     detail: "the rate limit could not be checked".to_owned(),
                 }
@@ -128,7 +128,7 @@ mod tests {
         )));
         let response = ErrorResponse::of(&denied);
         assert_eq!(response.status, 429);
-        assert_eq!(response.fields.unwrap().retry_after(), Some(28));
+        assert_eq!(response.fields[2], ("Retry-After", "28".to_owned()));
         assert!(!response.detail.contains("user-42"));
         let unavailable = RateLimitError::Unavailable(StoreError::Timeout(Duration::ZERO));
         let response = ErrorResponse::of(&unavailable);
@@ -136,7 +136,7 @@ mod tests {
         let too_costly = RateLimitError::CostTooHigh { cost: 11, max: 10 };
         let response = ErrorResponse::of(&too_costly);
         assert_eq!((response.status, response.retry_after), (400, None));
-        assert!(response.fields.is_none());
+        assert!(response.fields.is_empty());
         assert!(response.detail.contains("cost 11"), "{}", response.detail);
         let invalid = RateLimitError::InvalidConfig("redis://:secret@host".into());
         let response = ErrorResponse::of(&invalid);

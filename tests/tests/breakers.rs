@@ -378,7 +378,7 @@ async fn callers_that_give_up_early_still_open_the_breaker() {
     let redis = TestRedis::start_private();
     let proxy = FaultProxy::start(redis.address());
     let limiter = Limiter::builder()
-        .redis_url(&proxy.url())
+        .redis_url(proxy.url())
         .failure_policy(FailurePolicy::Open)
         .timeout(timeout)
         .build()

@@ -319,7 +319,7 @@ async fn a_slow_redis_within_the_timeout_still_answers() {
     let proxy = FaultProxy::start(redis.address());
     let prefix = unique_prefix("slow");
     let limiter = Limiter::builder()
-        .redis_url(&proxy.url())
+        .redis_url(proxy.url())
         .key_prefix(&prefix)
         .failure_policy(FailurePolicy::Closed)
         .timeout(SLOW_TIMEOUT)

@@ -53,7 +53,7 @@ async fn an_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
     let mut redis = TestRedis::start_on(port).expect("start redis-server");
     let limiter = Limiter::builder()
         .redis_url(redis.url())
-        .key_prefix(&tests::unique_prefix("outage"))
+        .key_prefix(tests::unique_prefix("outage"))
         .failure_policy(FailurePolicy::Local)
         .timeout(Duration::from_millis(200))
         .build()

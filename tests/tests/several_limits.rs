@@ -15,7 +15,7 @@ use ratelimit_runtime::{
 };
 use redis::AsyncCommands as _;
 use tests::cluster::TestCluster;
-use tests::{TestRedis, at_micros, connected, unique_prefix};
+use tests::{STATE_DEADLINE, TestRedis, at_micros, connected, unique_prefix, wait_for};
 
 const T0: u64 = 1_700_000_000_000_000;
 const MS: u64 = 1_000;
@@ -64,6 +64,14 @@ fn keys_on_two_masters(cluster: &TestCluster, prefix: &str, stem: &str) -> (Stri
         .find(|key| node(key) != first_node)
         .expect("some key is on another master");
     (first, second)
+}
+
+/// A key `<stem><n>` whose slot (with `prefix`) `node` owns.
+fn key_on(cluster: &TestCluster, prefix: &str, stem: &str, node: usize) -> String {
+    let full = cluster.key_for_node(node, &format!("{prefix}{stem}"));
+    full.strip_prefix(prefix)
+        .expect("the key starts with the prefix")
+        .to_owned()
 }
 
 async fn all_at(limiter: &Limiter, limits: Vec<Limit<'_>>, at: u64) -> Decisions {
@@ -510,10 +518,17 @@ async fn a_stalled_slot_takes_part_as_its_policy_answers() {
     let timeout = Duration::from_millis(500);
     let closed = cluster_limiter(&cluster, &prefix, FailurePolicy::Closed, timeout).await;
     let open = cluster_limiter(&cluster, &prefix, FailurePolicy::Open, timeout).await;
+    // Its breakers stay closed until its own check meets the stalled master.
+    let dropping = cluster_limiter(&cluster, &prefix, FailurePolicy::Closed, timeout).await;
     connected(&closed, "{warm-up}").await;
     connected(&open, "{warm-up}").await;
-    let (live, stalled) = keys_on_two_masters(&cluster, &prefix, "stall:");
-    let stalled_node = cluster.node_for_slot(TestCluster::key_slot(&format!("{prefix}{stalled}")));
+    connected(&dropping, "{warm-up}").await;
+    // Two masters: one stays up, the other is frozen; each pair has a key on each.
+    let (live_node, stalled_node) = (0, 1);
+    let live = key_on(&cluster, &prefix, "live:", live_node);
+    let stalled = key_on(&cluster, &prefix, "stalled:", stalled_node);
+    let live2 = key_on(&cluster, &prefix, "live2:", live_node);
+    let stalled2 = key_on(&cluster, &prefix, "stalled2:", stalled_node);
     let mut connection = cluster.cluster_connection().await;
     let r = rate(10, 60 * SECOND);
     let limits = || {
@@ -541,5 +556,65 @@ async fn a_stalled_slot_takes_part_as_its_policy_answers() {
     assert!(admitted.allowed);
     let held: u64 = connection.zcard(format!("{prefix}{live}")).await.unwrap();
     assert_eq!(held, 1, "the live slot recorded the call");
+
+    // A caller that stops waiting leaves no reservation behind: the check goes on (its
+    // stalled slot times out), and refunds the live slot.
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        dropping.check_all([
+            Limit::new(live2.as_str(), r),
+            Limit::new(stalled2.as_str(), r),
+        ]),
+    )
+    .await;
+    assert!(dropped.is_err(), "the caller stopped waiting: {dropped:?}");
+    let live2_key = format!("{prefix}{live2}");
+    let (_, took) = wait_for(
+        "the dropped check's live reservation is refunded",
+        STATE_DEADLINE,
+        async || {
+            let held: u64 = connection.zcard(&live2_key).await.ok()?;
+            (held == 0).then_some(())
+        },
+    )
+    .await;
+    println!("dropped check: live slot refunded after {took:?}");
     cluster.thaw(stalled_node);
+    // The stalled master now runs what it was sent: each script, and each refund after it
+    // when both went on one connection (a refund on a new connection may run first: that
+    // record then expires with its window, the documented exception). Not asserted.
+    let _ = connected(&closed, "{warm-up}").await;
+    for key in [&stalled, &stalled2] {
+        let held: u64 = connection.zcard(format!("{prefix}{key}")).await.unwrap();
+        println!("after the thaw, a stalled slot's set holds {held} (at most 1)");
+        assert!(held <= 1, "{held}");
+    }
+}
+
+/// A cost of 0 is admitted and records nothing, even where a lowered threshold denies.
+#[tokio::test]
+async fn a_cost_of_zero_never_denies() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("several-cost-zero");
+    let remote = redis_limiter(redis.url(), &prefix).await;
+    for limiter in [Limiter::memory(), remote] {
+        let ten = rate(10, 60 * SECOND);
+        let five = rate(5, 60 * SECOND);
+        for i in 0..10 {
+            assert!(
+                all_at(&limiter, vec![Limit::new("z", ten)], T0 + i)
+                    .await
+                    .allowed
+            );
+        }
+        let d = all_at(
+            &limiter,
+            vec![Limit::new("z", five).with_cost(0), Limit::new("other", ten)],
+            T0 + 20,
+        )
+        .await;
+        assert!(d.allowed, "{d:?}");
+        assert_eq!(each(&d), [(true, 0), (true, 9)]);
+    }
+    redis.clean_up(&prefix).await;
 }

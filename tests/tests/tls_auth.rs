@@ -396,7 +396,7 @@ async fn debug_of_builders_and_limiters_shows_no_credential() {
             redis.client_cert_pem().to_vec(),
             redis.client_key_pem().to_vec(),
         )
-        .key_prefix(&unique_prefix("debug"))
+        .key_prefix(unique_prefix("debug"))
         .failure_policy(FailurePolicy::Closed);
     let mut secrets = pem_body_lines(redis.client_key_pem());
     secrets.push(password.to_owned());
@@ -471,14 +471,14 @@ async fn logs_of_failing_checks_show_no_credential_and_no_key_above_debug() {
         // A wrong ACL password.
         (
             "a wrong ACL password",
-            Limiter::builder().redis_url(&acl.url_with(Some(AclRedis::USER), &wrong)),
+            Limiter::builder().redis_url(acl.url_with(Some(AclRedis::USER), &wrong)),
         ),
         // A password the TLS server does not expect, with a client identity, and a CA that did
         // not sign the server's certificate.
         (
             "TLS with an unrelated CA, a client identity and a password",
             Limiter::builder()
-                .redis_url(&format!(
+                .redis_url(format!(
                     "rediss://limiter:{tls_password}@127.0.0.1:{}/",
                     tls.port()
                 ))
@@ -492,7 +492,7 @@ async fn logs_of_failing_checks_show_no_credential_and_no_key_above_debug() {
         (
             "TLS with a client identity and a wrong password",
             Limiter::builder()
-                .redis_url(&format!(
+                .redis_url(format!(
                     "rediss://limiter:{tls_password}@127.0.0.1:{}/",
                     tls.port()
                 ))
@@ -513,7 +513,7 @@ async fn logs_of_failing_checks_show_no_credential_and_no_key_above_debug() {
             let limiter = build(
                 builder
                     .clone()
-                    .key_prefix(&acl_prefix("leak"))
+                    .key_prefix(acl_prefix("leak"))
                     .failure_policy(policy)
                     .timeout(FAILING_TIMEOUT),
             )

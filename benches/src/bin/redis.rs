@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use benches::{BenchRedis, Rng, command_stats, key_names, percentile_us, reset_stats, setting};
-use ratelimit_runtime::{FailurePolicy, Limiter, Rate};
+use ratelimit_runtime::{FailurePolicy, Limit, Limiter, Rate};
 
 /// Our script, the one the Redis store runs.
 const OURS: &str = include_str!("../../../ratelimit-runtime/src/store/redis/sliding_window.lua");
@@ -61,6 +61,25 @@ struct Settings {
     rounds: usize,
     pipeline: usize,
     redis_benchmark: String,
+}
+
+/// What each of our checks asks: the standard check, two stacked limits on one key (the
+/// workload's rate and a daily quota that never denies), or one check of cost 10.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Shape {
+    One,
+    TwoLimits,
+    Cost10,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::One => "one limit",
+            Shape::TwoLimits => "two limits",
+            Shape::Cost10 => "cost 10",
+        }
+    }
 }
 
 /// One measured run.
@@ -143,6 +162,13 @@ fn main() {
     let mut server_ours = Vec::new();
     let mut server_seeds = Vec::new();
     let mut server_limiter = Vec::new();
+    // Per concurrency: (two limits / one limit, cost 10 / one limit) throughput, and the
+    // same for server µs per check, each ratio within one round.
+    let mut shapes: Vec<(usize, [Vec<f64>; 4])> = settings
+        .concurrency
+        .iter()
+        .map(|&c| (c, Default::default()))
+        .collect();
     let mut run = 0;
     for round in 0..settings.rounds {
         for (index, &concurrency) in settings.concurrency.iter().enumerate() {
@@ -160,6 +186,7 @@ fn main() {
                         &settings,
                         concurrency,
                         &format!("bench:r{run:04}:"),
+                        Shape::One,
                     ));
                     print_ours(concurrency, &row);
                     if concurrency > 1 {
@@ -180,6 +207,23 @@ fn main() {
                     );
                     print_limit("ours", concurrency, 1, &row);
                     limit = Some(row);
+                }
+            }
+            if let Some(one) = &ours {
+                for (slot, shape) in [(0, Shape::TwoLimits), (1, Shape::Cost10)] {
+                    clean(&redis, &mut admin);
+                    let row = runtime.block_on(ours_run(
+                        &redis,
+                        &mut admin,
+                        &settings,
+                        concurrency,
+                        &format!("bench:r{run:04}:"),
+                        shape,
+                    ));
+                    print_shape(concurrency, shape, &row);
+                    shapes[index].1[slot].push(row.checks_per_s / one.checks_per_s);
+                    shapes[index].1[slot + 2]
+                        .push(row.server_us_per_check / one.server_us_per_check);
                 }
             }
             let (Some(ours), Some(limit)) = (ours, limit) else {
@@ -249,6 +293,22 @@ fn main() {
             );
         }
     }
+    for (concurrency, [two, cost, two_server, cost_server]) in &shapes {
+        if two.is_empty() {
+            continue;
+        }
+        let (two, cost) = (median(two), median(cost));
+        let (two_server, cost_server) = (median(two_server), median(cost_server));
+        println!(
+            "{{\"name\":\"ratio\",\"concurrency\":{concurrency},\"what\":\"two limits / one limit\",\"checks_per_s\":{two:.3},\"server_us_per_check\":{two_server:.3},\"target\":{{\"checks_per_s\":0.6,\"server_us_per_check\":1.7}}}}"
+        );
+        println!(
+            "{{\"name\":\"ratio\",\"concurrency\":{concurrency},\"what\":\"cost 10 / one limit\",\"checks_per_s\":{cost:.3},\"server_us_per_check\":{cost_server:.3}}}"
+        );
+        eprintln!(
+            "  c={concurrency:<3} two limits / one: throughput {two:.3}, server time {two_server:.3}; cost 10 / one: throughput {cost:.3}, server time {cost_server:.3}"
+        );
+    }
     if !server_ours.is_empty() {
         let ours = median(&server_ours);
         let seeds = median(&server_seeds);
@@ -315,6 +375,7 @@ async fn ours_run(
     settings: &Settings,
     concurrency: usize,
     prefix: &str,
+    shape: Shape,
 ) -> Row {
     let limiter = Limiter::builder()
         .redis_url(redis.url())
@@ -326,8 +387,13 @@ async fn ours_run(
         .expect("a Redis limiter");
     let rate =
         Rate::new(settings.limit, Duration::from_millis(settings.window_ms)).expect("a valid rate");
-    // Connect (and load the script) before the clock starts.
+    let daily = Rate::new(u32::MAX.into(), Duration::from_secs(86_400)).expect("a valid rate");
+    // Connect (and load the scripts) before the clock starts.
     limiter.check("warm-up", rate).await.expect("Redis answers");
+    limiter
+        .check_n("warm-up", rate, 2)
+        .await
+        .expect("Redis answers");
     reset_stats(admin);
     let keys: Arc<[&'static str]> = key_names(settings.keys, KEY_DIGITS).into();
     let next = Arc::new(AtomicUsize::new(0));
@@ -345,9 +411,19 @@ async fn ours_run(
                 while next.fetch_add(1, Ordering::Relaxed) < checks {
                     let key = keys[rng.below(keys.len())];
                     let began = Instant::now();
-                    let decision = limiter.check(key, rate).await.expect("Redis answers");
+                    let admitted = match shape {
+                        Shape::One => limiter.check(key, rate).await.map(|d| d.allowed),
+                        Shape::Cost10 => limiter.check_n(key, rate, 10).await.map(|d| d.allowed),
+                        Shape::TwoLimits => limiter
+                            .check_all([
+                                Limit::new(format!("{{{key}}}:burst"), rate),
+                                Limit::new(format!("{{{key}}}:daily"), daily),
+                            ])
+                            .await
+                            .map(|d| d.allowed),
+                    };
                     latencies.push(began.elapsed());
-                    allowed += usize::from(decision.allowed);
+                    allowed += usize::from(admitted.expect("Redis answers"));
                 }
                 (latencies, allowed)
             })
@@ -469,6 +545,27 @@ fn print_ours(concurrency: usize, row: &Row) {
         row.p99_us,
         row.server_us_per_check,
         row.allowed.unwrap_or(0)
+    );
+}
+
+fn print_shape(concurrency: usize, shape: Shape, row: &Row) {
+    println!(
+        "{{\"name\":\"ratelimit\",\"shape\":\"{}\",\"concurrency\":{concurrency},\"checks\":{},\"checks_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\"allowed\":{},\"server_us_per_check\":{:.3}}}",
+        shape.name(),
+        row.checks,
+        row.checks_per_s,
+        row.p50_us,
+        row.p99_us,
+        row.allowed.unwrap_or(0),
+        row.server_us_per_check
+    );
+    eprintln!(
+        "  ours c={concurrency:<3} {:<10} {:>9.0} checks/s  p50 {:>7.1} µs  p99 {:>7.1} µs  server {:.2} µs/check",
+        shape.name(),
+        row.checks_per_s,
+        row.p50_us,
+        row.p99_us,
+        row.server_us_per_check
     );
 }
 

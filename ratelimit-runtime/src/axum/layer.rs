@@ -18,6 +18,7 @@ use super::response::problem;
 use crate::__private::scoped_key;
 use crate::error::{Denied, RateLimitError};
 use crate::key::Key;
+use crate::limit::Limit;
 use crate::limiter::Limiter;
 use crate::rate::Rate;
 
@@ -65,6 +66,9 @@ pub struct RateLimitLayer<K> {
 struct Config<K> {
     limiter: Limiter,
     rate: Rate,
+    /// The rates after the first ([`and_rate`](RateLimitLayer::and_rate)), each with the
+    /// label that ends its keys.
+    more: Vec<(Rate, String)>,
     scope: Cow<'static, str>,
     key: Arc<K>,
     on_missing_key: Arc<dyn Fn(&Parts) -> Response + Send + Sync>,
@@ -75,6 +79,7 @@ impl<K> Clone for Config<K> {
         Config {
             limiter: self.limiter.clone(),
             rate: self.rate,
+            more: self.more.clone(),
             scope: self.scope.clone(),
             key: Arc::clone(&self.key),
             on_missing_key: Arc::clone(&self.on_missing_key),
@@ -90,11 +95,37 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             config: Arc::new(Config {
                 limiter,
                 rate,
+                more: Vec::new(),
                 scope: Cow::Borrowed(DEFAULT_SCOPE),
                 key: Arc::new(key),
                 on_missing_key: Arc::new(|_: &Parts| missing_key_response()),
             }),
         }
+    }
+
+    /// Checks every request against `rate` too: a request is admitted only if every rate of
+    /// the layer admits it, and a request denied by one is recorded by none (see
+    /// [`Limiter::check_all`]). Responses list every rate in `RateLimit-Policy` and
+    /// `RateLimit`, each named by its window (`1s`, `1d`; `-2` after a window given twice).
+    ///
+    /// With several rates, a request's keys are `{<scope>:<key>}:<window>`: one per rate, all
+    /// with the same hash tag, so that in a Redis Cluster a request's limits share a slot and
+    /// are checked by one script in one round trip. (A layer of one rate keeps
+    /// `<scope>:<key>`: adding a second rate to a layer starts the first one's windows
+    /// afresh, once.)
+    #[must_use]
+    pub fn and_rate(self, rate: Rate) -> Self {
+        self.map_config(|config| {
+            let windows: Vec<Rate> = std::iter::once(config.rate)
+                .chain(config.more.iter().map(|(rate, _)| *rate))
+                .chain(std::iter::once(rate))
+                .collect();
+            let labels = crate::decisions::window_labels(&windows);
+            config.more.push((rate, String::new()));
+            for ((_, label), new) in config.more.iter_mut().zip(labels.into_iter().skip(1)) {
+                *label = new;
+            }
+        })
     }
 
     /// The scope of the layer's keys (default `layer`): keys are `<scope>:<key>`, and a denial's
@@ -146,6 +177,15 @@ impl<K> fmt::Debug for RateLimitLayer<K> {
         f.debug_struct("RateLimitLayer")
             .field("limiter", &self.config.limiter)
             .field("rate", &self.config.rate)
+            .field(
+                "more_rates",
+                &self
+                    .config
+                    .more
+                    .iter()
+                    .map(|(rate, _)| rate)
+                    .collect::<Vec<_>>(),
+            )
             .field("scope", &self.config.scope)
             .finish_non_exhaustive()
     }
@@ -213,6 +253,9 @@ where
                 tracing::debug!(scope = %config.scope, "no rate limit key in the request");
                 return Ok((config.on_missing_key)(&parts));
             };
+            if !config.more.is_empty() {
+                return several(&config, key, parts, body, inner).await;
+            }
             let scoped = scoped_key(&config.scope, &key);
             let checked = config
                 .limiter
@@ -236,6 +279,47 @@ where
             Ok(response)
         })
     }
+}
+
+/// A request under a layer of several rates: one check of all of them.
+async fn several<S, K, B>(
+    config: &Config<K>,
+    key: String,
+    parts: Parts,
+    body: B,
+    mut inner: S,
+) -> Result<Response, S::Error>
+where
+    S: Service<Request<B>>,
+    S::Response: IntoResponse,
+{
+    let tag = format!("{{{}}}", scoped_key(&config.scope, &key));
+    let first = crate::decisions::window(config.rate.period());
+    let limits = std::iter::once((config.rate, first.as_str()))
+        .chain(
+            config
+                .more
+                .iter()
+                .map(|(rate, label)| (*rate, label.as_str())),
+        )
+        .map(|(rate, label)| {
+            Limit::new(format!("{tag}:{label}"), rate).with_label(label.to_owned())
+        })
+        .collect();
+    let decisions = match config.limiter.checking_all(&config.scope, limits).await {
+        Ok(decisions) => decisions,
+        Err(error) => return Ok(error.into_response()),
+    };
+    if !decisions.allowed {
+        let denied = Denied::of_several(config.scope.clone(), Some(key), decisions);
+        return Ok(RateLimitError::Denied(Box::new(denied)).into_response());
+    }
+    let mut response = inner
+        .call(Request::from_parts(parts, body))
+        .await?
+        .into_response();
+    decisions.headers().apply_if_absent(response.headers_mut());
+    Ok(response)
 }
 
 #[cfg(test)]
@@ -290,5 +374,47 @@ mod tests {
         let missing = service.clone().oneshot(request(None)).await.unwrap();
         assert_eq!(missing.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    /// A layer of two rates: both listed on every response, a denial by either recorded by
+    /// neither.
+    #[tokio::test(flavor = "current_thread")]
+    async fn limits_a_service_by_several_rates() {
+        let burst = Rate::new(2, Duration::from_secs(1)).unwrap();
+        let hourly = Rate::new(3, Duration::from_secs(3_600)).unwrap();
+        let service =
+            tower::service_fn(|_: Request<Body>| async { Ok::<_, std::convert::Infallible>("ok") });
+        let limiter = Limiter::memory();
+        let layer = RateLimitLayer::new(limiter.clone(), burst, HeaderKey::new("x-api-key"))
+            .and_rate(hourly)
+            .scope("api");
+        let service = layer.layer(service);
+        let request = || {
+            Request::builder()
+                .header("x-api-key", "k")
+                .body(Body::empty())
+                .unwrap()
+        };
+        let first = service.clone().oneshot(request()).await.unwrap();
+        assert_eq!(first.status(), StatusCode::OK);
+        assert_eq!(
+            first.headers()["ratelimit-policy"],
+            r#""1s";q=2;w=1, "1h";q=3;w=3600"#
+        );
+        assert_eq!(
+            first.headers()["ratelimit"],
+            r#""1s";r=1;t=1, "1h";r=2;t=3600"#
+        );
+        service.clone().oneshot(request()).await.unwrap();
+        let denied = service.clone().oneshot(request()).await.unwrap();
+        assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(denied.headers()["retry-after"], "1");
+        assert_eq!(
+            denied.headers()["ratelimit"],
+            r#""1s";r=0;t=1, "1h";r=1;t=3600"#
+        );
+        // The hourly limit did not count the denied request: one is left.
+        let hour = limiter.check("{api:k}:1h", hourly).await.unwrap();
+        assert_eq!((hour.allowed, hour.remaining), (true, 0));
     }
 }

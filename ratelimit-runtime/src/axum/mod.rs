@@ -13,6 +13,7 @@
 //! | --- | --- | --- |
 //! | [`Denied`](crate::RateLimitError::Denied) | 429 Too Many Requests | `Retry-After`, `RateLimit-Policy`, `RateLimit` |
 //! | [`Unavailable`](crate::RateLimitError::Unavailable) (store down, [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)) | 503 Service Unavailable | `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`]) |
+//! | [`CostTooHigh`](crate::RateLimitError::CostTooHigh) | 400 Bad Request | |
 //! | [`InvalidInput`](crate::RateLimitError::InvalidInput), [`InvalidConfig`](crate::RateLimitError::InvalidConfig) | 500 Internal Server Error | |
 //!
 //! The rate limit fields follow draft-ietf-httpapi-ratelimit-headers-11 (see

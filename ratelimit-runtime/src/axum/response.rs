@@ -1,4 +1,4 @@
-//! [`RateLimitError`] as an axum response (429, 503, 500 with problem+json bodies), the rate
+//! [`RateLimitError`] as an axum response (429, 503, 400, 500 with problem+json bodies), the rate
 //! limit fields set on any `HeaderMap`, and RFC 9457 problem responses.
 
 use ::axum::response::{IntoResponse, Response};
@@ -6,7 +6,7 @@ use http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use http::{HeaderMap, StatusCode};
 
 use crate::error::RateLimitError;
-use crate::headers::RateLimitHeaders;
+use crate::headers::{CompositeHeaders, RateLimitHeaders};
 use crate::problem::{ErrorResponse, PROBLEM_JSON, problem_body};
 
 /// `RateLimit-Policy`, as an [`http`] header name.
@@ -34,7 +34,8 @@ impl RateLimitHeaders {
     }
 }
 
-/// Answers 429 for a denial, 503 for an unavailable store and 500 for invalid input or
+/// Answers 429 for a denial (with every limit's fields, for a check of several), 503 for an
+/// unavailable store, 400 for a cost no window can admit, and 500 for invalid input or
 /// configuration, each with a problem+json body (see the [module docs](crate::axum)).
 impl IntoResponse for RateLimitError {
     fn into_response(self) -> Response {
@@ -42,8 +43,10 @@ impl IntoResponse for RateLimitError {
         let status =
             StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = problem(status, &answer.detail);
-        if let Some(fields) = answer.fields {
-            fields.apply(response.headers_mut());
+        for (name, value) in answer.fields {
+            response
+                .headers_mut()
+                .insert(header_name(name), ascii_value(value));
         }
         if let Some(seconds) = answer.retry_after {
             response
@@ -67,6 +70,33 @@ pub fn problem(status: StatusCode, detail: &str) -> Response {
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
     response
+}
+
+/// The [`http`] name of a field [`RateLimitHeaders`] and [`CompositeHeaders`] write.
+fn header_name(name: &'static str) -> HeaderName {
+    match name {
+        crate::headers::RATELIMIT_POLICY => RATELIMIT_POLICY.clone(),
+        crate::headers::RATELIMIT => RATELIMIT.clone(),
+        _ => RETRY_AFTER,
+    }
+}
+
+impl CompositeHeaders {
+    /// Sets the fields on `headers`: `RateLimit-Policy` and `RateLimit` listing every limit
+    /// and, on a denial, `Retry-After`, replacing any present.
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        for (name, value) in self.iter() {
+            headers.insert(header_name(name), ascii_value(value));
+        }
+    }
+
+    /// As [`apply`](CompositeHeaders::apply), but keeps the fields `headers` already has: for
+    /// an admitted response whose handler set its own.
+    pub fn apply_if_absent(&self, headers: &mut HeaderMap) {
+        if !headers.contains_key(&RATELIMIT_POLICY) && !headers.contains_key(&RATELIMIT) {
+            self.apply(headers);
+        }
+    }
 }
 
 /// A header value made of visible ASCII (what [`RateLimitHeaders`] writes).

@@ -19,6 +19,7 @@ use std::time::SystemTime;
 use futures_util::future::join_all;
 
 use super::answer::open_admission;
+use super::remote::EndProbe;
 use super::shared::Shared;
 use crate::clock;
 use crate::decision::Decision;
@@ -29,23 +30,12 @@ use crate::health::Route;
 use crate::limit::{Limit, LimitRef};
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
-use crate::runtime::{HandOff, Runtime, timeout};
+use crate::runtime::{HandOff, Runtime};
 use crate::store::{Access, Admission};
 use crate::telemetry::{self, Timer};
 
 /// A limit the remote leg owns, so that its call can outlive its caller (see [`HandOff`]).
 type Owned = (String, Rate, u32);
-
-/// How one part's limits fared.
-enum Outcome {
-    /// The store admitted the call and recorded it: refunded if the check is not admitted.
-    Recorded(Vec<Decision>),
-    /// The store denied the call, recording nothing.
-    Denied(Vec<Decision>),
-    /// The failure policy answers for the part: the store failed with this error, or its
-    /// breaker is open.
-    Failed(StoreError),
-}
 
 impl Shared {
     /// Checks `limits` together at `at` (`None`: now): admitted iff every limit admits the
@@ -154,9 +144,15 @@ impl Shared {
         (admitted, decisions)
     }
 
-    /// The remote leg of a check of several limits: one call per part at once, then the
-    /// policy's answers for the parts that failed, then the refunds of a check that is not
-    /// admitted.
+    /// The remote leg of a check of several limits: the parts' routes, then (unless a part
+    /// the policy answers fails the check under `Closed` before anything is sent) one call
+    /// per part at once, the policy's answers for the parts that failed, and the refunds of a
+    /// check that is not admitted, all in one [`HandOff`], so that a caller that stops waiting
+    /// leaves no reservation behind.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when a part failed under [`FailurePolicy::Closed`].
     async fn remote_all(
         self: &Arc<Self>,
         scope: Option<&str>,
@@ -166,55 +162,61 @@ impl Shared {
         let Some(runtime) = Runtime::current() else {
             return self.answer_all_by_policy(scope, limits, at, StoreError::NoRuntime);
         };
-        let parts = self.parts_of(limits);
-        let admission = self.store.admission();
-        let calls = parts.iter().map(|(part, members)| {
-            let probe = match self.health.route(|| *part) {
-                Route::Store(probe) => probe,
-                Route::Policy(error) => return Err(error),
+        let mut parts = Vec::new();
+        for (part, members) in self.parts_of(limits) {
+            let route = match self.health.route(|| part) {
+                Route::Store(probe) => Ok(probe),
+                Route::Policy(error) => Err(error),
             };
-            let owned: Vec<Owned> = members
-                .iter()
-                .map(|&i| (limits[i].key.to_owned(), limits[i].rate, limits[i].cost))
-                .collect();
-            let shared = Arc::clone(self);
-            let part = *part;
-            Ok(HandOff::new(
-                async move {
-                    let refs = borrowed(&owned);
-                    let outcome = shared.store.check_all(&refs, &admission, at).await;
-                    shared.settle(outcome.as_ref().err(), || part, probe);
-                    outcome
-                },
-                runtime.clone(),
-            ))
-        });
-        let calls: Vec<_> = calls.collect();
-        let mut pending = Vec::new();
-        let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
-        for call in calls {
-            match call {
-                Ok(call) => {
-                    pending.push(call);
-                    outcomes.push(None);
+            parts.push(Part {
+                part,
+                members,
+                route,
+            });
+        }
+        if self.policy == FailurePolicy::Closed
+            && let Some(failed) = parts.iter().position(|part| part.route.is_err())
+        {
+            // Fails without sending anything: the probes claimed end unanswered.
+            for part in &parts {
+                if let Ok(Some(probe)) = part.route {
+                    self.health.end_probe(probe);
                 }
-                Err(error) => outcomes.push(Some(Outcome::Failed(error))),
+            }
+            let Err(error) = parts.swap_remove(failed).route else {
+                unreachable!("the part's route is the policy's")
+            };
+            self.policy_answered(scope, limits, &error);
+            return Err(RateLimitError::Unavailable(error));
+        }
+        let owned: Vec<Owned> = limits
+            .iter()
+            .map(|limit| (limit.key.to_owned(), limit.rate, limit.cost))
+            .collect();
+        let shared = Arc::clone(self);
+        let reserve = HandOff::new(
+            async move { shared.reserve(owned, parts, at).await },
+            runtime,
+        );
+        match reserve.await {
+            (Ok(decisions), None) => Ok(decisions),
+            (Ok(decisions), Some(error)) => {
+                self.policy_answered(scope, limits, &error);
+                Ok(decisions)
+            }
+            (Err(error), _) => {
+                self.policy_answered(scope, limits, &error);
+                Err(RateLimitError::Unavailable(error))
             }
         }
-        let mut answers = join_all(pending).await.into_iter();
-        let outcomes: Vec<Outcome> = outcomes
-            .into_iter()
-            .map(|outcome| {
-                outcome.unwrap_or_else(|| match answers.next() {
-                    Some(Ok((true, decisions))) => Outcome::Recorded(decisions),
-                    Some(Ok((false, decisions))) => Outcome::Denied(decisions),
-                    Some(Err(error)) => Outcome::Failed(error),
-                    None => unreachable!("one answer per call"),
-                })
-            })
-            .collect();
-        self.combine(scope, limits, at, &parts, outcomes, admission, &runtime)
-            .await
+    }
+
+    /// Counts one policy answer of a check (whatever the number of its parts that failed) and
+    /// reports it.
+    fn policy_answered(&self, scope: Option<&str>, limits: &[LimitRef<'_>], error: &StoreError) {
+        self.health.answered_by_policy();
+        let key = limits.first().map_or("", |limit| limit.key);
+        telemetry::policy_answered(scope, key, error, self.policy);
     }
 
     /// The parts of `limits`, each with the indices of its limits, in the order of their first
@@ -231,125 +233,185 @@ impl Shared {
         parts
     }
 
-    /// One decision from the parts' outcomes: the policy's answers for the failed parts, the
-    /// fallback's for `Local` ones once every other part admitted, and the refunds of the
-    /// recorded parts when the check is not admitted.
-    #[allow(clippy::too_many_arguments)]
-    async fn combine(
-        self: &Arc<Self>,
-        scope: Option<&str>,
-        limits: &[LimitRef<'_>],
+    /// Reserves the call in every part the store is asked of, at once; then one decision from
+    /// the parts' outcomes (the policy's answers for the failed parts, the fallback's for
+    /// `Local` ones once every other part admitted), and the refunds: of the recorded parts
+    /// when the call is not admitted, and always of the failed parts whose call was sent (a
+    /// call that timed out may still have run, or may run later: a stalled node runs what it
+    /// was sent once it wakes, in order, the refund after it). Returns the decisions, and the
+    /// error the policy answered for, if any.
+    async fn reserve(
+        self: Arc<Self>,
+        owned: Vec<Owned>,
+        mut parts: Vec<Part>,
         at: Option<u64>,
-        parts: &[(usize, Vec<usize>)],
-        outcomes: Vec<Outcome>,
-        admission: Admission,
-        runtime: &Runtime,
-    ) -> Result<Vec<Decision>, RateLimitError> {
+    ) -> (Result<Vec<Decision>, StoreError>, Option<StoreError>) {
+        let limits = borrowed(&owned);
+        let admission = self.store.admission();
+        let calls = parts.iter().filter_map(|part| {
+            let probe = *part.route.as_ref().ok()?;
+            let refs: Vec<LimitRef<'_>> = part.members.iter().map(|&i| limits[i]).collect();
+            let index = part.part;
+            let shared = &self;
+            Some(async move {
+                // Ends the probe if the call is dropped unfinished (a runtime shutting down).
+                let unanswered = probe.map(|part| EndProbe::new(Arc::clone(shared), part));
+                let outcome = shared.store.check_all(&refs, &admission, at).await;
+                shared.settle(outcome.as_ref().err(), || index, probe);
+                if let Some(end) = unanswered {
+                    std::mem::forget(end);
+                }
+                outcome
+            })
+        });
+        let answers: Vec<_> = join_all(calls).await;
+        let mut answers = answers.into_iter();
         let mut decisions: Vec<Option<Decision>> = vec![None; limits.len()];
         let mut admitted = true;
-        let mut failure = None;
-        let mut recorded = Vec::new();
-        let mut local = Vec::new();
-        for ((part, members), outcome) in parts.iter().zip(outcomes) {
-            let place = |decisions: &mut Vec<Option<Decision>>, answers: Vec<Decision>| {
+        let mut policy_error = None;
+        let mut closed = false;
+        // Indices into `parts`: recorded (with the check's time there), and failed after
+        // their call was sent (their refund's answer is not used: the policy answered them).
+        let mut recorded: Vec<(usize, u64)> = Vec::new();
+        let mut refunds: Vec<(usize, u64)> = Vec::new();
+        let mut local: Vec<usize> = Vec::new();
+        for (index, part) in parts.iter_mut().enumerate() {
+            let sent = part.route.is_ok();
+            let outcome = match std::mem::replace(&mut part.route, Ok(None)) {
+                Ok(_) => answers.next().expect("one answer per call"),
+                Err(error) => Err(error),
+            };
+            let members = &part.members;
+            let mut place = |answers: Vec<Decision>| {
                 for (&i, decision) in members.iter().zip(answers) {
                     decisions[i] = Some(decision);
                 }
             };
             match outcome {
-                Outcome::Recorded(answers) => {
-                    place(&mut decisions, answers);
-                    recorded.push((*part, members));
+                Ok(answer) if answer.admitted => {
+                    place(answer.decisions);
+                    recorded.push((index, answer.now));
                 }
-                Outcome::Denied(answers) => {
+                Ok(answer) => {
                     admitted = false;
-                    place(&mut decisions, answers);
+                    place(answer.decisions);
                 }
-                Outcome::Failed(error) => {
-                    let key = limits[members[0]].key;
-                    self.health.answered_by_policy();
-                    telemetry::policy_answered(scope, key, &error, self.policy);
+                Err(error) => {
+                    if sent {
+                        refunds.push((index, at.unwrap_or_else(clock::now_us)));
+                    }
                     match self.policy {
                         FailurePolicy::Open => {
                             let refs: Vec<_> = members.iter().map(|&i| limits[i]).collect();
-                            place(&mut decisions, open_admissions(&refs));
+                            place(open_admissions(&refs));
                         }
                         FailurePolicy::Local => local.extend(members.iter().copied()),
-                        FailurePolicy::Closed => {
-                            failure.get_or_insert(error);
-                        }
+                        FailurePolicy::Closed => closed = true,
                     }
+                    policy_error.get_or_insert(error);
                 }
             }
         }
         if !local.is_empty() {
             // Recorded in the fallback only when the store's parts all admitted the call.
             let refs: Vec<_> = local.iter().map(|&i| limits[i]).collect();
-            let (fits, answers) = self.fallback_all(&refs, at, admitted && failure.is_none());
+            let (fits, answers) = self.fallback_all(&refs, at, admitted && !closed);
             admitted &= fits;
             for (&i, decision) in local.iter().zip(answers) {
                 decisions[i] = Some(decision);
             }
         }
-        if !admitted || failure.is_some() {
-            self.refund(limits, &recorded, admission, runtime).await;
-            for (_, members) in &recorded {
-                for &i in *members {
-                    if let Some(decision) = &mut decisions[i] {
-                        // Refunded: what is left without this call.
-                        *decision = Decision::admitted(
-                            decision.limit,
-                            decision.remaining + u64::from(limits[i].cost),
-                            decision.reset_after,
-                        );
+        // The failed parts' refunds in the background: their node may be stalled, and waiting
+        // on it would double the check's time, for a record the policy's answer never used.
+        for (index, now) in refunds {
+            let owned: Vec<Owned> = parts[index]
+                .members
+                .iter()
+                .map(|&i| owned[i].clone())
+                .collect();
+            let (shared, part) = (Arc::clone(&self), parts[index].part);
+            if let Some(runtime) = Runtime::current() {
+                runtime.spawn(async move {
+                    let refs = borrowed(&owned);
+                    let outcome = shared.store.refund(&refs, &admission, now).await;
+                    shared.settle(outcome.as_ref().err(), || part, None);
+                });
+            }
+        }
+        let mut refunded: Vec<(&Part, u64)> = Vec::new();
+        if !admitted || closed {
+            refunded.extend(recorded.iter().map(|&(index, now)| (&parts[index], now)));
+        }
+        let answers = self.refund(&limits, &refunded, &admission).await;
+        for ((part, _), answer) in refunded.iter().zip(answers) {
+            // Refunded: what is left without this call, as the refund found it; else as the
+            // check found it, plus the call's cost.
+            let members = &part.members;
+            match answer {
+                Some(answer) if answer.len() == members.len() => {
+                    for (&i, decision) in members.iter().zip(answer) {
+                        decisions[i] = Some(decision);
+                    }
+                }
+                _ => {
+                    for &i in members {
+                        if let Some(decision) = &mut decisions[i] {
+                            *decision = Decision::admitted(
+                                decision.limit,
+                                decision.remaining + u64::from(limits[i].cost),
+                                decision.reset_after,
+                            );
+                        }
                     }
                 }
             }
         }
-        if let Some(error) = failure {
-            return Err(RateLimitError::Unavailable(error));
+        match policy_error {
+            Some(error) if closed => (Err(error), None),
+            policy_error => {
+                let decisions = decisions
+                    .into_iter()
+                    .map(|decision| decision.expect("every limit has its part's answer"))
+                    .collect();
+                (Ok(decisions), policy_error)
+            }
         }
-        Ok(decisions
-            .into_iter()
-            .map(|decision| decision.expect("every limit has its part's answer"))
-            .collect())
     }
 
-    /// Refunds `admission` in each recorded part, all at once, each within the store's
-    /// timeout, before the check returns (handed to the runtime if the caller stops
-    /// waiting). A refund that fails is the store's failure (its breaker and the outage log
-    /// hear of it); its records expire with their keys.
+    /// Refunds `admission` in each of `parts` (each with the time its check was made), all
+    /// at once, each within the store's timeout; returns each part's decisions without the
+    /// call (`None`: the refund failed). A refund that fails is the store's failure (its
+    /// breaker and the outage log hear of it); its records expire with their keys.
     async fn refund(
         self: &Arc<Self>,
         limits: &[LimitRef<'_>],
-        recorded: &[(usize, &Vec<usize>)],
-        admission: Admission,
-        runtime: &Runtime,
-    ) {
-        let refunds = recorded.iter().map(|(part, members)| {
-            let owned: Vec<Owned> = members
-                .iter()
-                .map(|&i| (limits[i].key.to_owned(), limits[i].rate, limits[i].cost))
-                .collect();
-            let shared = Arc::clone(self);
-            let part = *part;
-            HandOff::new(
-                async move {
-                    let refs = borrowed(&owned);
-                    let outcome = shared.store.refund(&refs, &admission).await;
-                    shared.settle(outcome.as_ref().err(), || part, None);
-                    if let Err(error) = outcome {
+        parts: &[(&Part, u64)],
+        admission: &Admission,
+    ) -> Vec<Option<Vec<Decision>>> {
+        let refunds = parts.iter().map(|&(part, now)| {
+            let refs: Vec<LimitRef<'_>> = part.members.iter().map(|&i| limits[i]).collect();
+            async move {
+                let outcome = self.store.refund(&refs, admission, now).await;
+                self.settle(outcome.as_ref().err(), || part.part, None);
+                match outcome {
+                    Ok(decisions) => Some(decisions),
+                    Err(error) => {
                         tracing::debug!(%error, "a refund failed: its records expire with their keys");
+                        None
                     }
-                },
-                runtime.clone(),
-            )
+                }
+            }
         });
-        let refunds: Vec<_> = refunds.collect();
-        // Each refund is bounded by the store's timeout already; this bounds a runtime that
-        // cannot run them at all.
-        let _ = timeout(std::time::Duration::from_secs(30), join_all(refunds)).await;
+        join_all(refunds).await
     }
+}
+
+/// One part of a check's limits: the part, the indices of its limits, and its route (to the
+/// store, as the probe of its open breaker when `Some`; or the policy's, with the error).
+struct Part {
+    part: usize,
+    members: Vec<usize>,
+    route: Result<Option<usize>, StoreError>,
 }
 
 /// [`FailurePolicy::Open`]'s answers to `limits`.

@@ -55,7 +55,7 @@ impl Shared {
         probe: Option<usize>,
     ) -> Result<HandOff<Result<Decision, StoreError>>, StoreError> {
         // Ends the probe if the call is dropped unfinished (even before its first poll).
-        let unanswered = probe.map(|part| EndProbe(Arc::clone(self), part));
+        let unanswered = probe.map(|part| EndProbe::new(Arc::clone(self), part));
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
@@ -124,8 +124,16 @@ impl Shared {
     }
 }
 
-/// Ends the probe of a breaker part when dropped.
-struct EndProbe(Arc<Shared>, usize);
+/// Ends the probe of a breaker part when dropped (`mem::forget` it once the probe was
+/// answered).
+pub(super) struct EndProbe(Arc<Shared>, usize);
+
+impl EndProbe {
+    /// Ends the probe of `part` of `shared`'s breakers when dropped.
+    pub(super) fn new(shared: Arc<Shared>, part: usize) -> EndProbe {
+        EndProbe(shared, part)
+    }
+}
 
 impl Drop for EndProbe {
     fn drop(&mut self) {

@@ -242,7 +242,9 @@ impl MemoryStore {
     /// either way). Returns whether it was admitted, and each limit's own verdict: on a
     /// denial, a limit that would have admitted the call says so, its count unchanged.
     ///
-    /// The limits' keys are distinct (the check path makes sure).
+    /// The limits' keys are distinct (the check path makes sure). The cap on keys counts the
+    /// new keys of one check together; a key of the check that a sweep for room drops may be
+    /// made again, so one check may pass its shard's cap by at most its number of limits.
     pub(crate) fn check_all(
         &self,
         limits: &[LimitRef<'_>],
@@ -312,7 +314,7 @@ impl MemoryStore {
             verdicts.push(verdict);
         }
         let admitted = verdicts.iter().all(|verdict| verdict.is_admitted());
-        if !admitted {
+        if !admitted || !record {
             // The limits that would have admitted the call answer without it: what is left.
             for ((limit, &hash), verdict) in limits.iter().zip(&hashes).zip(&mut verdicts) {
                 if verdict.is_admitted() && limit.cost > 0 {
@@ -555,6 +557,11 @@ impl Log {
         let threshold = rate.threshold();
         let cost = u64::from(cost);
         let newest = (count > 0).then_some(self.newest);
+        if cost == 0 {
+            // Always admitted, recording nothing (even past a lowered threshold).
+            let reset_after = newest.map_or(0, |newest| newest + period - now);
+            return Verdict::admitted(threshold.saturating_sub(count), reset_after);
+        }
         if count + cost <= threshold {
             // Recorded at `now`, unless a later admission is the newest (explicit times out
             // of order); a cost of 0 records nothing.

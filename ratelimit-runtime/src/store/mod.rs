@@ -42,21 +42,26 @@
 //! of them; [`Store::part`] gives a key's). Parts may fail together, as a cluster master's
 //! slots do: [`Store::group_of`] tells which, asked in the background after a failure.
 //!
-//! # Not built yet: room for what comes next
+//! # Several limits and costs
 //!
-//! None of the following exists today; they are the planned features this contract is
-//! written to be extended by, rather than broken:
+//! A check of several limits ([`Store::check_all`]) is one atomic step for all of them
+//! whatever their keys: one lock of their shards in process, one script on one server or in
+//! one cluster slot. Admitted, the call is recorded in every limit under one admission name;
+//! denied by any, in none. A call of cost `c` counts, and is recorded, as `c` admissions (in
+//! Redis, `c` members `<admission>.<j>`); a cost of 0 always fits and records nothing; costs
+//! above the threshold or [`MAX_COST`](crate::limit::MAX_COST) never reach a store. Across a
+//! cluster's slots the check path (`check/all.rs`) makes it reserve then refund: one script
+//! per slot, and [`Store::refund`] of the recorded slots when the call is not admitted.
+//!
+//! # Not built yet: room for what comes next
 //!
 //! - A second algorithm (the sliding window counter: two fixed windows of length `period`,
 //!   aligned to multiples of it since the Unix epoch) is a field of [`LimitRef`], with its own
 //!   script and in-process state, under a key of its own (a sorted set and a hash on one Redis
 //!   key would be `WRONGTYPE`).
-//! - A cost per call and several limits per check: the atomic step covers all of a check's
-//!   limits, whatever their keys, on one server and in process; across cluster slots it is
-//!   reserve then refund (each slot's script admits and records; if any denies or fails, the
-//!   others' records are refunded before the call returns).
-//! - Refunds are a later, separate step that names an admission (its member; for the counter,
-//!   its window), never part of a check.
+//! - Refunds asked for by the caller, after the call (its outcome known): a later, separate
+//!   step that names an admission (its member; for the counter, its window), as
+//!   [`Store::refund`] does for a cluster's reservations.
 
 pub(crate) mod memory;
 pub(crate) mod redis;
@@ -68,7 +73,7 @@ pub(crate) use self::redis::Admission;
 use self::redis::RedisStore;
 use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::limit::LimitRef;
+use crate::limit::{LimitRef, LimitsAnswer};
 
 /// Where a limiter keeps its logs.
 #[allow(clippy::large_enum_variant)] // one per limiter, behind its `Arc`
@@ -137,7 +142,7 @@ impl Store {
     /// since the Unix epoch; `None`: the store's clock), as one atomic step: admitted, the
     /// call is recorded in every limit as `admission`; denied, in none. Returns whether it was
     /// admitted, and each limit's decision (on a denial, a limit that would have admitted the
-    /// call says so, its count unchanged).
+    /// call says so, its count unchanged), and the check's time.
     ///
     /// # Errors
     ///
@@ -147,26 +152,32 @@ impl Store {
         limits: &[LimitRef<'_>],
         admission: &Admission,
         at: Option<u64>,
-    ) -> Result<(bool, Vec<Decision>), StoreError> {
+    ) -> Result<LimitsAnswer, StoreError> {
         match self {
             Store::Memory(store) => {
                 let (admitted, verdicts) = store.check_all(limits, at, true);
-                let decisions = verdicts
+                let decisions: Vec<Decision> = verdicts
                     .iter()
                     .zip(limits)
                     .map(|(verdict, limit)| verdict.decision(limit.rate))
                     .collect();
-                Ok((admitted, decisions))
+                // Never refunded: a check is one step in process.
+                Ok(LimitsAnswer {
+                    admitted,
+                    decisions,
+                    now: 0,
+                })
             }
             Store::Redis(store) => store.check_all(limits, admission, at).await,
             Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
         }
     }
 
-    /// Removes `admission`, recorded by [`check_all`](Store::check_all), from `limits` (all in
-    /// one part): the reservation of a check whose limits in other parts did not all admit
-    /// it. The in-process store never needs one (a check is one step there, whatever its
-    /// keys), and does nothing.
+    /// Removes `admission`, recorded by [`check_all`](Store::check_all) at `now` (its
+    /// answer's), from `limits` (all in one part): the reservation of a check whose limits in
+    /// other parts did not all admit it. Returns each limit's decision without the call. The
+    /// in-process store never needs one (a check is one step there, whatever its keys), and
+    /// does nothing (no decision).
     ///
     /// # Errors
     ///
@@ -175,10 +186,11 @@ impl Store {
         &self,
         limits: &[LimitRef<'_>],
         admission: &Admission,
-    ) -> Result<(), StoreError> {
+        now: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
         match self {
-            Store::Redis(store) => store.refund(limits, admission).await,
-            Store::Memory(_) => Ok(()),
+            Store::Redis(store) => store.refund(limits, admission, now).await,
+            Store::Memory(_) => Ok(Vec::new()),
             Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
         }
     }

@@ -26,7 +26,7 @@ use self::script::Call;
 use self::target::{Connection, Target};
 use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::limit::LimitRef;
+use crate::limit::{LimitRef, LimitsAnswer};
 use crate::runtime::{Runtime, RuntimeId, timeout};
 
 /// A Redis-backed sliding window log, connected lazily (on a check) and reconnected by
@@ -133,8 +133,9 @@ impl RedisStore {
         if limit.cost != 1 {
             let admission = self.admission();
             let limits = [limit];
-            let (_, decisions) = self.check_all(&limits, &admission, at).await?;
-            return decisions
+            let answer = self.check_all(&limits, &admission, at).await?;
+            return answer
+                .decisions
                 .into_iter()
                 .next()
                 .ok_or(StoreError::Protocol("no decision".into()));
@@ -169,7 +170,7 @@ impl RedisStore {
         limits: &[LimitRef<'_>],
         admission: &Admission,
         at: Option<u64>,
-    ) -> Result<(bool, Vec<Decision>), StoreError> {
+    ) -> Result<LimitsAnswer, StoreError> {
         let reply = self
             .exchange(Call::Several {
                 limits,
@@ -180,8 +181,9 @@ impl RedisStore {
         script::decode_limits(&reply, limits)
     }
 
-    /// Removes `admission`, recorded by [`check_all`](RedisStore::check_all), from the sets
-    /// of `limits` (all in one part), within the timeout. Each key's TTL stays.
+    /// Removes `admission`, recorded by [`check_all`](RedisStore::check_all) at `now` (µs
+    /// since the Unix epoch, its answer's), from the sets of `limits` (all in one part), within
+    /// the timeout; returns each limit's decision without the call. Each key's TTL stays.
     ///
     /// # Errors
     ///
@@ -190,10 +192,16 @@ impl RedisStore {
         &self,
         limits: &[LimitRef<'_>],
         admission: &Admission,
-    ) -> Result<(), StoreError> {
-        self.exchange(Call::Refund { limits, admission })
-            .await
-            .map(drop)
+        now: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let reply = self
+            .exchange(Call::Refund {
+                limits,
+                admission,
+                now,
+            })
+            .await?;
+        script::decode_refund(&reply, limits)
     }
 
     /// Runs `call` within the store's timeout, connecting first if need be; a connection that

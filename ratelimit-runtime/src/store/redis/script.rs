@@ -10,7 +10,7 @@ use redis::{Cmd, ErrorKind, RedisResult, RedisWrite as _, ServerErrorKind};
 use super::target::Connection;
 use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::limit::LimitRef;
+use crate::limit::{LimitRef, LimitsAnswer};
 
 /// The sliding window log script, run through `EVALSHA` (see [`run`]), or `EVAL` when the
 /// server has lost it.
@@ -62,10 +62,11 @@ pub(super) enum Call<'a> {
         admission: &'a [u8],
         at: Option<u64>,
     },
-    /// The refund of `admission` from `limits`' sets: [`REFUND`].
+    /// The refund of `admission`, recorded at `now`, from `limits`' sets: [`REFUND`].
     Refund {
         limits: &'a [LimitRef<'a>],
         admission: &'a [u8],
+        now: u64,
     },
 }
 
@@ -105,7 +106,7 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool) -> Cmd {
         .iter()
         .map(|limit| prefix.len() + limit.key.len())
         .sum();
-    let arguments = 3 + 4 * limits.len();
+    let arguments = 5 + 4 * limits.len();
     let mut command = Cmd::with_capacity(
         arguments,
         verb.len() + text.len() + NUMBER + keys + 22 + arguments * NUMBER,
@@ -140,10 +141,14 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool) -> Cmd {
             }
             return command;
         }
-        Call::Refund { limits, admission } => {
-            command.arg(admission);
+        Call::Refund {
+            limits,
+            admission,
+            now,
+        } => {
+            command.arg(admission).arg(now);
             for limit in limits {
-                command.arg(limit.cost);
+                command.arg(limit.cost).arg(limit.rate.period_us());
             }
             return command;
         }
@@ -229,28 +234,16 @@ pub(super) fn decode(reply: &[i64], threshold: u64) -> Result<Decision, StoreErr
     }
 }
 
-/// Turns the reply of [`SLIDING_WINDOW_LIMITS`] (`{admitted, then count, retry_after_us,
-/// reset_after_us per limit}`) into whether the call was admitted and each limit's
-/// [`Decision`]: admitted by the limit, or denied with its retry-after. On a denial, a limit
-/// that would have admitted the call says so, with its count unchanged.
+/// Turns the reply of [`SLIDING_WINDOW_LIMITS`] (`{admitted, now_us, then count,
+/// retry_after_us, reset_after_us per limit}`) into whether the call was admitted, each
+/// limit's [`Decision`] (on a denial, a limit that would have admitted the call says so, with
+/// its count unchanged), and the check's time.
 pub(super) fn decode_limits(
     reply: &[i64],
     limits: &[LimitRef<'_>],
-) -> Result<(bool, Vec<Decision>), StoreError> {
-    let Some((&admitted, rest)) = reply.split_first() else {
-        return Err(StoreError::Protocol("an empty reply".into()));
-    };
-    if rest.len() != 3 * limits.len() {
-        return Err(StoreError::Protocol(
-            format!(
-                "expected {} integers, got {}",
-                1 + 3 * limits.len(),
-                reply.len()
-            )
-            .into(),
-        ));
-    }
-    let admitted = match admitted {
+) -> Result<LimitsAnswer, StoreError> {
+    let numbers = non_negative(reply, 2 + 3 * limits.len())?;
+    let admitted = match numbers[0] {
         1 => true,
         0 => false,
         other => {
@@ -259,30 +252,66 @@ pub(super) fn decode_limits(
             ));
         }
     };
-    let decisions = rest
+    let decisions = numbers[2..]
         .chunks_exact(3)
         .zip(limits)
         .map(|(answer, limit)| {
             let &[count, retry_after, reset_after] = answer else {
                 unreachable!("chunks of 3")
             };
-            let (Ok(count), Ok(retry_after), Ok(reset_after)) = (
-                u64::try_from(count),
-                u64::try_from(retry_after),
-                u64::try_from(reset_after),
-            ) else {
-                return Err(StoreError::Protocol("negative count or duration".into()));
-            };
             let threshold = limit.rate.threshold();
+            let left = threshold.saturating_sub(count);
             let reset_after = Duration::from_micros(reset_after);
-            Ok(if admitted || retry_after == 0 {
-                Decision::admitted(threshold, threshold.saturating_sub(count), reset_after)
+            if admitted {
+                let cost = u64::from(limit.cost);
+                Decision::admitted(threshold, left.saturating_sub(cost), reset_after)
+            } else if retry_after == 0 {
+                Decision::admitted(threshold, left, reset_after)
             } else {
                 Decision::denied(threshold, Duration::from_micros(retry_after), reset_after)
-            })
+            }
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((admitted, decisions))
+        .collect();
+    Ok(LimitsAnswer {
+        admitted,
+        decisions,
+        now: numbers[1],
+    })
+}
+
+/// Turns the reply of [`REFUND`] (`{count, reset_after_us}` per limit) into each limit's
+/// decision without the refunded call.
+pub(super) fn decode_refund(
+    reply: &[i64],
+    limits: &[LimitRef<'_>],
+) -> Result<Vec<Decision>, StoreError> {
+    let numbers = non_negative(reply, 2 * limits.len())?;
+    Ok(numbers
+        .chunks_exact(2)
+        .zip(limits)
+        .map(|(answer, limit)| {
+            let threshold = limit.rate.threshold();
+            Decision::admitted(
+                threshold,
+                threshold.saturating_sub(answer[0]),
+                Duration::from_micros(answer[1]),
+            )
+        })
+        .collect())
+}
+
+/// `reply` as `len` non-negative integers.
+fn non_negative(reply: &[i64], len: usize) -> Result<Vec<u64>, StoreError> {
+    if reply.len() != len {
+        return Err(StoreError::Protocol(
+            format!("expected {len} integers, got {}", reply.len()).into(),
+        ));
+    }
+    reply
+        .iter()
+        .map(|&n| u64::try_from(n))
+        .collect::<Result<_, _>>()
+        .map_err(|_| StoreError::Protocol("negative count, time or duration".into()))
 }
 
 #[cfg(test)]
@@ -384,24 +413,53 @@ mod tests {
         let refund = Call::Refund {
             limits: &limits,
             admission: b"adm",
+            now: 7,
         };
         assert_eq!(
             arguments(&command("p:", &refund, true))[2..],
-            ["2", "p:{u}:burst", "p:{u}:daily", "adm", "1", "3"]
+            [
+                "2",
+                "p:{u}:burst",
+                "p:{u}:daily",
+                "adm",
+                "7",
+                "1",
+                "1000000",
+                "3",
+                "86400000000"
+            ]
         );
-        let (admitted, decisions) =
-            decode_limits(&[0, 5, 200, 900, 10, 0, 5_000], &limits).unwrap();
-        assert!(!admitted);
+        let denied = decode_limits(&[0, 9, 5, 200, 900, 10, 0, 5_000], &limits).unwrap();
+        assert!(!denied.admitted);
+        assert_eq!(denied.now, 9);
         assert_eq!(
-            decisions,
+            denied.decisions,
             [
                 Decision::denied(5, Duration::from_micros(200), Duration::from_micros(900)),
                 Decision::admitted(1_000, 990, Duration::from_micros(5_000)),
             ]
         );
-        assert!(decode_limits(&[1, 1, 0], &limits).is_err());
+        let admitted =
+            decode_limits(&[1, 9, 2, 0, 1_000_000, 10, 0, 86_400_000_000], &limits).unwrap();
+        assert!(admitted.admitted);
+        assert_eq!(
+            admitted.decisions,
+            [
+                Decision::admitted(5, 2, Duration::from_secs(1)),
+                Decision::admitted(1_000, 987, Duration::from_secs(86_400)),
+            ]
+        );
+        assert_eq!(
+            decode_refund(&[2, 900, 10, 0], &limits).unwrap(),
+            [
+                Decision::admitted(5, 3, Duration::from_micros(900)),
+                Decision::admitted(1_000, 990, Duration::ZERO),
+            ]
+        );
+        assert!(decode_limits(&[1, 1, 0, 0], &limits).is_err());
         assert!(decode_limits(&[], &limits).is_err());
-        assert!(decode_limits(&[1, 1, 0, -1, 1, 0, 0], &limits).is_err());
+        assert!(decode_limits(&[1, 9, 1, 0, -1, 0, 1, 0], &limits).is_err());
+        assert!(decode_refund(&[1], &limits).is_err());
     }
 
     #[test]

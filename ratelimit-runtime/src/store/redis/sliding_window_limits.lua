@@ -14,24 +14,34 @@
 -- ARGV[3i+2]   limit i's cost (0 ..= min(threshold, 10,000): larger ones are turned away
 --              before they are sent).
 --
--- Returns {admitted (1 or 0), then for each limit: count (its window's admissions, this
--- call's included when admitted), retry_after (µs until its cost fits; 0 when it fits),
--- reset_after (µs until no admission is left in its window; 0 for an empty one)}.
+-- Returns {admitted (1 or 0), now (µs), then for each limit: count (its window's admissions
+-- before this call), retry_after (µs until its cost fits; 0 when it fits), reset_after (µs
+-- until no admission is left in its window, with this call when admitted; 0 for an empty
+-- window)}.
 --
 -- The window is (now - period, now]. A call is admitted iff every limit's count plus its cost
--- stays within its threshold; denied calls record nothing in any limit. A call of cost c is
--- recorded as c members at one score (ZADD in chunks of 1,000, below Lua's unpack limit), so
--- counts stay ZCARD. Numbers go to redis.call as in sliding_window.lua (the score as text,
--- ranks through string.format('%d')). The usual admission costs 5 calls per limit that holds
--- admissions (ZREMRANGEBYSCORE, ZCARD, ZRANGE of the newest, ZADD, PEXPIRE GT), 4 into an
--- empty set, plus TIME once. PEXPIRE's GT (Redis >= 7) never shortens a TTL; on an older
--- server it fails and PTTL decides instead, as in sliding_window.lua.
+-- stays within its threshold (a cost of 0 always fits); denied calls record nothing in any
+-- limit. A call of cost c is recorded as c members at one score (ZADD in chunks of 1,000,
+-- below Lua's unpack limit), so counts stay ZCARD. Numbers go to redis.call as in
+-- sliding_window.lua (the score as text; ranks through string.format('%d')).
+--
+-- An admission costs 4 calls per limit (ZREMRANGEBYSCORE, ZCARD, ZADD, PEXPIRE GT), plus TIME
+-- once; at an explicit time, one more per limit that holds admissions (ZRANGE of the newest:
+-- explicit times may come out of order, and an admission later than now is then the newest,
+-- which reset_after counts from). On the server's clock that read is skipped: its TIME only
+-- goes back when the clock is stepped back, and then reset_after is short by the step, while
+-- the TTL, never shortened, still outlives the newest admission. PEXPIRE's GT (Redis >= 7)
+-- never shortens a TTL; when it sets nothing, PTTL tells a key without one (which GT takes for
+-- an infinite TTL) to get it; on an older server GT fails and PTTL decides, as in
+-- sliding_window.lua. A denial reads each limit's newest admission, and its rank
+-- count + cost - threshold - 1 in each limit that denies.
 
 local CHUNK = 1000
 local base = ARGV[1]
 local score = ARGV[2]
+local explicit = score ~= ''
 local now = tonumber(score)
-if now == nil then
+if not explicit then
   local time = redis.call('TIME')
   local micros = tostring(time[2])
   score = time[1] .. string.sub('00000', #micros) .. micros
@@ -39,119 +49,137 @@ if now == nil then
 end
 
 local n = #KEYS
-local periods, thresholds, costs, counts, newests = {}, {}, {}, {}, {}
+local counts = {}
 local fits = true
 local first_costly = nil
 for i = 1, n do
   local key = KEYS[i]
-  local period = tonumber(ARGV[3 * i])
-  local threshold = tonumber(ARGV[3 * i + 1])
   local cost = tonumber(ARGV[3 * i + 2])
-  periods[i], thresholds[i], costs[i] = period, threshold, cost
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - tonumber(ARGV[3 * i]))
   local count = redis.call('ZCARD', key)
   counts[i] = count
-  if count > 0 then
-    newests[i] = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
-  end
-  if count + cost > threshold then
-    fits = false
-  end
-  if cost > 0 and first_costly == nil then
-    first_costly = i
-  end
-end
-
--- µs until no admission is left in limit i's window, given its newest admission (or nil).
-local function reset_after(i, newest)
-  if newest == nil then
-    return 0
-  end
-  return newest + periods[i] - now
-end
-
--- The reply of an admitted call, whose members are recorded already (`recorded`) or not.
-local function admitted(recorded)
-  local reply = {1}
-  for i = 1, n do
-    local count = counts[i]
-    local newest = newests[i]
-    if costs[i] > 0 and not recorded then
-      -- Recorded at now, unless a later admission is the newest (explicit times out of
-      -- order, a server clock stepped back).
-      count = count + costs[i]
-      if newest == nil or newest < now then
-        newest = now
-      end
+  if cost > 0 then
+    if count + cost > tonumber(ARGV[3 * i + 1]) then
+      fits = false
     end
-    local reset = reset_after(i, newest)
-    if costs[i] > 0 and not recorded then
-      -- As in sliding_window.lua: round up, plus 1 ms, at least 1 s; never shorten it.
-      local ttl = math.max(math.ceil(reset / 1000) + 1, 1000)
-      if counts[i] == 0 then
-        redis.call('PEXPIRE', KEYS[i], ttl)
+    if first_costly == nil then
+      first_costly = i
+    end
+  end
+end
+
+-- The newest admission's score in `key` (which holds some).
+local function newest_of(key)
+  return tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
+end
+
+local reply = {1, now}
+
+if fits then
+  local resent = false
+  for i = 1, n do
+    local key = KEYS[i]
+    local count = counts[i]
+    local cost = tonumber(ARGV[3 * i + 2])
+    local period = tonumber(ARGV[3 * i])
+    local reset = 0
+    if cost > 0 and not resent then
+      local added
+      if cost == 1 then
+        added = redis.call('ZADD', key, 'NX', score, base .. '.1')
       else
-        local extended = redis.pcall('PEXPIRE', KEYS[i], ttl, 'GT')
-        if type(extended) == 'table' and extended.err then
-          if redis.call('PTTL', KEYS[i]) < ttl then
-            redis.call('PEXPIRE', KEYS[i], ttl)
+        added = 0
+        local j = 1
+        while j <= cost do
+          local last = math.min(j + CHUNK - 1, cost)
+          local args = {}
+          for m = j, last do
+            args[#args + 1] = score
+            args[#args + 1] = base .. '.' .. m
           end
+          added = added + redis.call('ZADD', key, 'NX', unpack(args))
+          j = last + 1
         end
       end
+      -- A resent call, already admitted and recorded in every limit (one script records in
+      -- all or none): counted once, answered as admitted.
+      resent = i == first_costly and added == 0
     end
-    reply[#reply + 1] = count
-    reply[#reply + 1] = 0
-    reply[#reply + 1] = reset
+    if resent then
+      if cost > 0 then
+        count = count - cost
+      end
+      if counts[i] > 0 then
+        reset = newest_of(key) + period - now
+      end
+    elseif cost > 0 then
+      reset = period
+      if explicit and count > 0 then
+        local newest = newest_of(key)
+        if newest > now then
+          reset = newest + period - now
+        end
+      end
+      -- As in sliding_window.lua: round up, plus 1 ms, at least 1 s; never shorten it.
+      local ttl = math.max(math.ceil(reset / 1000) + 1, 1000)
+      if count == 0 then
+        redis.call('PEXPIRE', key, ttl)
+      else
+        local extended = redis.pcall('PEXPIRE', key, ttl, 'GT')
+        if type(extended) == 'table' then
+          if redis.call('PTTL', key) < ttl then
+            redis.call('PEXPIRE', key, ttl)
+          end
+        elseif extended == 0 and redis.call('PTTL', key) == -1 then
+          redis.call('PEXPIRE', key, ttl)
+        end
+      end
+    elseif count > 0 then
+      reset = newest_of(key) + period - now
+    end
+    reply[3 * i] = count
+    reply[3 * i + 1] = 0
+    reply[3 * i + 2] = reset
   end
   return reply
 end
 
-if fits then
-  for i = 1, n do
-    local cost = costs[i]
-    local added = 0
-    local j = 1
-    while j <= cost do
-      local last = math.min(j + CHUNK - 1, cost)
-      local args = {}
-      for m = j, last do
-        args[#args + 1] = score
-        args[#args + 1] = base .. '.' .. m
-      end
-      added = added + redis.call('ZADD', KEYS[i], 'NX', unpack(args))
-      j = last + 1
-    end
-    if i == first_costly and added == 0 then
-      -- A resent call, already admitted and recorded in every limit (one script records in
-      -- all or none): count it once.
-      return admitted(true)
-    end
-  end
-  return admitted(false)
-end
-
 -- A resent call that was admitted the first time (it filled a window) stays admitted.
 if first_costly ~= nil and redis.call('ZSCORE', KEYS[first_costly], base .. '.1') then
-  return admitted(true)
+  for i = 1, n do
+    local cost = tonumber(ARGV[3 * i + 2])
+    local reset = 0
+    if counts[i] > 0 then
+      reset = newest_of(KEYS[i]) + tonumber(ARGV[3 * i]) - now
+    end
+    reply[3 * i] = counts[i] - cost
+    reply[3 * i + 1] = 0
+    reply[3 * i + 2] = reset
+  end
+  return reply
 end
 
-local reply = {0}
+reply[1] = 0
 for i = 1, n do
-  local count, threshold, cost = counts[i], thresholds[i], costs[i]
+  local key = KEYS[i]
+  local count = counts[i]
+  local period = tonumber(ARGV[3 * i])
+  local threshold = tonumber(ARGV[3 * i + 1])
+  local cost = tonumber(ARGV[3 * i + 2])
   local retry_after = 0
-  if count + cost > threshold then
-    if cost > threshold or count == 0 then
-      retry_after = periods[i]
-    else
+  local reset = 0
+  if count > 0 then
+    reset = newest_of(key) + period - now
+    if cost > 0 and count + cost > threshold then
       -- The cost fits when the admission at rank count + cost - threshold - 1 (the oldest
       -- for a cost of 1, unless the set holds more) leaves the window.
       local rank = string.format('%d', count + cost - threshold - 1)
-      local freeing = tonumber(redis.call('ZRANGE', KEYS[i], rank, rank, 'WITHSCORES')[2])
-      retry_after = freeing + periods[i] - now
+      local freeing = tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
+      retry_after = freeing + period - now
     end
   end
-  reply[#reply + 1] = count
-  reply[#reply + 1] = retry_after
-  reply[#reply + 1] = reset_after(i, newests[i])
+  reply[3 * i] = count
+  reply[3 * i + 1] = retry_after
+  reply[3 * i + 2] = reset
 end
 return reply
