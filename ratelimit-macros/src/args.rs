@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! args      := arg ("," arg)* ","?
-//! arg       := "period" "=" (INT | STR)     whole seconds, or "<integer><unit>", unit ms|s|m|h
+//! arg       := "period" "=" (INT | STR)     whole seconds, or "<integer><unit>", unit ms|s|m|h|d
 //!            | "threshold" "=" INT          1..=4294967295
 //!            | "key" "=" EXPR               any expression implementing Display
 //!            | "limiter" "=" EXPR           an expression evaluating to &Limiter
@@ -537,6 +537,14 @@ mod tests {
             period_of(quote!(period = "876600h", threshold = 1)),
             3_155_760_000_000_000
         );
+        assert_eq!(
+            period_of(quote!(period = "1d", threshold = 1)),
+            86_400_000_000
+        );
+        assert_eq!(
+            period_of(quote!(period = "36525d", threshold = 1)),
+            3_155_760_000_000_000
+        );
         assert_eq!(period_of(quote!(period = 0x10, threshold = 1)), 16_000_000);
         assert_eq!(period_of(quote!(period = 30u64, threshold = 1)), 30_000_000);
     }
@@ -655,44 +663,44 @@ mod tests {
         let cases = [
             (
                 "abc",
-                "expected an integer followed by a unit (`ms`, `s`, `m` or `h`), e.g. \"1500ms\"",
+                "expected an integer followed by a unit (`ms`, `s`, `m`, `h` or `d`), e.g. \"1500ms\"",
             ),
             (
                 "",
-                "expected an integer followed by a unit (`ms`, `s`, `m` or `h`), e.g. \"1500ms\"",
+                "expected an integer followed by a unit (`ms`, `s`, `m`, `h` or `d`), e.g. \"1500ms\"",
             ),
             (
                 " 10s",
-                "expected an integer followed by a unit (`ms`, `s`, `m` or `h`), e.g. \"1500ms\"",
+                "expected an integer followed by a unit (`ms`, `s`, `m`, `h` or `d`), e.g. \"1500ms\"",
             ),
             (
                 "10",
-                "missing unit; write \"10s\" (units: `ms`, `s`, `m`, `h`)",
+                "missing unit; write \"10s\" (units: `ms`, `s`, `m`, `h`, `d`)",
             ),
             ("10 s", "no space is allowed in a duration; write \"10s\""),
             ("10s ", "no space is allowed in a duration; write \"10s\""),
             (
                 "10 parsecs",
-                "unknown unit `parsecs`; expected `ms`, `s`, `m` or `h` right after the number",
+                "unknown unit `parsecs`; expected `ms`, `s`, `m`, `h` or `d` right after the number",
             ),
             (
                 "10secs",
-                "unknown unit `secs`; expected `ms`, `s`, `m` or `h` right after the number \
+                "unknown unit `secs`; expected `ms`, `s`, `m`, `h` or `d` right after the number \
                  (did you mean \"10s\"?)",
             ),
             (
                 "10S",
-                "unknown unit `S`; expected `ms`, `s`, `m` or `h` right after the number \
+                "unknown unit `S`; expected `ms`, `s`, `m`, `h` or `d` right after the number \
                  (did you mean \"10s\"?)",
             ),
             (
                 "5 minutes",
-                "unknown unit `minutes`; expected `ms`, `s`, `m` or `h` right after the number \
+                "unknown unit `minutes`; expected `ms`, `s`, `m`, `h` or `d` right after the number \
                  (did you mean \"5m\"?)",
             ),
             (
                 "10us",
-                "unknown unit `us`; expected `ms`, `s`, `m` or `h` right after the number",
+                "unknown unit `us`; expected `ms`, `s`, `m`, `h` or `d` right after the number",
             ),
         ];
         for (text, reason) in cases {
@@ -791,7 +799,7 @@ mod tests {
             errors(quote!(period = "abc", threshold = 0, thresold = 2)),
             [
                 "invalid `period` \"abc\": expected an integer followed by a unit \
-                 (`ms`, `s`, `m` or `h`), e.g. \"1500ms\"",
+                 (`ms`, `s`, `m`, `h` or `d`), e.g. \"1500ms\"",
                 "`threshold` must be at least 1",
                 "unknown argument `thresold`; did you mean `threshold`?",
             ]

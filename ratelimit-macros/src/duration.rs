@@ -1,9 +1,10 @@
-//! The duration grammar of the attribute's arguments: `"<integer><unit>"`, unit `ms`, `s`, `m`
-//! or `h`, no space, in microseconds; and, for what is not one, the duration that was meant
+//! The duration grammar of the attribute's arguments: `"<integer><unit>"`, unit `ms`, `s`, `m`,
+//! `h` or `d`, no space, in microseconds; and, for what is not one, the duration that was meant
 //! (a fraction in a smaller unit, a unit's usual spellings).
 
 /// The units of a duration string, with their length in microseconds.
-pub(crate) const UNITS: [(&str, u128); 4] = [
+pub(crate) const UNITS: [(&str, u128); 5] = [
+    ("d", 86_400_000_000),
     ("h", 3_600_000_000),
     ("m", 60_000_000),
     ("s", 1_000_000),
@@ -18,7 +19,7 @@ pub(crate) fn parse(text: &str) -> Result<u128, String> {
     let (digits, rest) = text.split_at(digits_end);
     if digits.is_empty() {
         return Err(
-            "expected an integer followed by a unit (`ms`, `s`, `m` or `h`), e.g. \"1500ms\""
+            "expected an integer followed by a unit (`ms`, `s`, `m`, `h` or `d`), e.g. \"1500ms\""
                 .to_owned(),
         );
     }
@@ -39,7 +40,7 @@ pub(crate) fn parse(text: &str) -> Result<u128, String> {
     let spaced = unit.len() != rest.len();
     if unit.is_empty() {
         return Err(format!(
-            "missing unit; write \"{digits}s\" (units: `ms`, `s`, `m`, `h`)"
+            "missing unit; write \"{digits}s\" (units: `ms`, `s`, `m`, `h`, `d`)"
         ));
     }
     let Some(per_unit) = unit_us(unit) else {
@@ -47,7 +48,7 @@ pub(crate) fn parse(text: &str) -> Result<u128, String> {
             format!(" (did you mean \"{digits}{known}\"?)")
         });
         return Err(format!(
-            "unknown unit `{unit}`; expected `ms`, `s`, `m` or `h` right after the number{hint}"
+            "unknown unit `{unit}`; expected `ms`, `s`, `m`, `h` or `d` right after the number{hint}"
         ));
     };
     if spaced {
@@ -73,10 +74,12 @@ fn unit_synonym(unit: &str) -> Option<&'static str> {
         "sec" | "secs" | "second" | "seconds" => Some("s"),
         "min" | "mins" | "minute" | "minutes" => Some("m"),
         "hr" | "hrs" | "hour" | "hours" => Some("h"),
+        "day" | "days" => Some("d"),
         "ms" => Some("ms"),
         "s" => Some("s"),
         "m" => Some("m"),
         "h" => Some("h"),
+        "d" => Some("d"),
         _ => None,
     }
 }

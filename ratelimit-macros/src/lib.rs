@@ -91,8 +91,8 @@ use proc_macro::TokenStream;
 /// # `period`
 ///
 /// Required: the window's length, an integer literal in whole seconds (`period = 60`) or a
-/// string `"<integer><unit>"` with unit `ms`, `s`, `m` or `h` and no space (`period =
-/// "1500ms"`), from 1 ms to 100 years (3,155,760,000 s).
+/// string `"<integer><unit>"` with unit `ms`, `s`, `m`, `h` or `d` (days of 24 hours) and no
+/// space (`period = "1500ms"`, `period = "1d"`), from 1 ms to 100 years (3,155,760,000 s).
 ///
 /// # `threshold`
 ///

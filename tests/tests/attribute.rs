@@ -356,3 +356,28 @@ async fn generic_fn_with_a_where_clause() {
         "one scope for every instantiation"
     );
 }
+
+fn daily_limiter() -> &'static Limiter {
+    limiter!()
+}
+
+#[rate_limit(period = "1d", threshold = 1, limiter = daily_limiter())]
+async fn once_a_day() -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// `d` is a day of 24 hours: the denial waits about a day.
+#[tokio::test]
+async fn a_period_in_days() {
+    once_a_day().await.unwrap();
+    let err = once_a_day().await.unwrap_err();
+    let retry = err.retry_after().expect("a denial");
+    assert!(
+        retry > Duration::from_secs(86_399) && retry <= Duration::from_secs(86_400),
+        "{retry:?}"
+    );
+    assert_eq!(
+        err.as_denied().unwrap().rate().period(),
+        Duration::from_secs(86_400)
+    );
+}
