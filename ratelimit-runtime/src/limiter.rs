@@ -182,7 +182,16 @@ impl Limiter {
         rate: Rate,
         cost: u32,
     ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
-        Checking::new(&self.shared, None, Key::Borrowed(key), (rate, cost), None)
+        // Turned away here, so that the checks of cost 1 (`check`, the attribute's) never
+        // test it.
+        let too_high = RateLimitError::cost_too_high(cost.into(), rate);
+        let checking = Checking::new(&self.shared, None, Key::Borrowed(key), (rate, cost), None);
+        async move {
+            match too_high {
+                Some(error) => Err(error),
+                None => checking.await,
+            }
+        }
     }
 
     /// Checks several limits of one call together, now: the call is admitted iff every limit

@@ -55,7 +55,8 @@ enum Stage<'a> {
 }
 
 impl<'a> Checking<'a> {
-    /// A check of `key` against `rate` for a call of `cost` at `at` (`None`: now) on the
+    /// A check of `key` against `rate` for a call of `cost` (within the rate's bounds: the
+    /// caller made sure, see [`RateLimitError::cost_too_high`]) at `at` (`None`: now) on the
     /// limiter whose state is `shared`; `scope` for the checks of the attribute and the layer
     /// (see [`telemetry`]).
     #[inline]
@@ -118,12 +119,6 @@ impl Future for Checking<'_> {
             }
         };
         let (shared, scope, rate, cost) = (this.shared, this.scope, this.rate, this.cost);
-        if cost != 1
-            && let Some(error) = RateLimitError::cost_too_high(cost.into(), rate)
-        {
-            this.done = true;
-            return Poll::Ready(Err(error));
-        }
         let next = || shared.next(scope, LimitRef { key, rate, cost }, at);
         let span = telemetry::span(scope);
         // A span no subscriber wants (and no `log` logger, with tracing's `log` feature) is
