@@ -13,7 +13,8 @@ pub struct Decision {
     pub allowed: bool,
     /// The rate's threshold: admissions allowed per period.
     pub limit: u64,
-    /// Admissions still available in the window after this call (0 on a denial).
+    /// Admissions still available in the window after this call. On a denial, what is left
+    /// without it: 0 for a call of cost 1; for a larger cost, a smaller call may still fit.
     pub remaining: u64,
     /// `None` when admitted; on a denial, the time until the key's count falls below the
     /// threshold, normally the oldest counted admission + period − now.

@@ -77,6 +77,13 @@ impl RateLimitError {
     }
 }
 
+/// A denial as the error a limited handler returns: [`RateLimitError::Denied`].
+impl From<Denied> for RateLimitError {
+    fn from(denied: Denied) -> Self {
+        RateLimitError::Denied(Box::new(denied))
+    }
+}
+
 impl Rate {
     /// A rate of `threshold` admissions per `period`.
     ///
@@ -150,6 +157,36 @@ impl Denied {
     /// A denial of `key` (if the limit is per key) in `scope` by a check of several limits,
     /// `decisions` (its deciding limit gives [`rate`](Denied::rate) and
     /// [`decision`](Denied::decision)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit_runtime::{Denied, Limit, Limiter, Rate, RateLimitError};
+    ///
+    /// async fn search(limiter: &Limiter, user: &str, items: u32) -> Result<(), RateLimitError> {
+    ///     let burst = Rate::new(5, Duration::from_secs(1))?;
+    ///     let daily = Rate::new(1_000, Duration::from_secs(86_400))?;
+    ///     let burst_key = format!("{{user:{user}}}:burst");
+    ///     let daily_key = format!("{{user:{user}}}:daily");
+    ///     let decisions = limiter
+    ///         .check_all([
+    ///             Limit::new(burst_key, burst),
+    ///             Limit::new(daily_key, daily).with_cost(items).with_label("daily"),
+    ///         ])
+    ///         .await?;
+    ///     if !decisions.allowed {
+    ///         return Err(Denied::of_several("search", Some(user.to_owned()), decisions).into());
+    ///     }
+    ///     Ok(())
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let limiter = Limiter::memory();
+    /// search(&limiter, "42", 600).await.unwrap();
+    /// let denied = search(&limiter, "42", 600).await.unwrap_err();
+    /// let fields = denied.as_denied().unwrap().fields();
+    /// assert_eq!(fields[0].1, r#""1s";q=5;w=1, "daily";q=1000;w=86400"#);
+    /// # }
+    /// ```
     #[must_use]
     pub fn of_several(
         scope: impl Into<Cow<'static, str>>,

@@ -8,6 +8,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use futures_util::future::Either;
+
 use crate::check::{Checking, Shared};
 use crate::decision::Decision;
 use crate::decisions::Decisions;
@@ -141,7 +143,7 @@ impl Limiter {
         key: &'a str,
         rate: Rate,
     ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
-        Checking::new(&self.shared, None, Key::Borrowed(key), (rate, 1), None)
+        Checking::new(&self.shared, None, Key::Borrowed(key), rate, None)
     }
 
     /// Checks `key` against `rate` at the time `at`, and records the call if it is admitted.
@@ -160,7 +162,7 @@ impl Limiter {
         rate: Rate,
         at: SystemTime,
     ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
-        Checking::new(&self.shared, None, Key::Borrowed(key), (rate, 1), Some(at))
+        Checking::new(&self.shared, None, Key::Borrowed(key), rate, Some(at))
     }
 
     /// Checks `key` against `rate` now for a call of `cost`, and records it if admitted: the
@@ -182,16 +184,20 @@ impl Limiter {
         rate: Rate,
         cost: u32,
     ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
-        // Turned away here, so that the checks of cost 1 (`check`, the attribute's) never
-        // test it.
-        let too_high = RateLimitError::cost_too_high(cost.into(), rate);
-        let checking = Checking::new(&self.shared, None, Key::Borrowed(key), (rate, cost), None);
-        async move {
-            match too_high {
-                Some(error) => Err(error),
-                None => checking.await,
-            }
+        // A cost other than 1 is checked as a check of several limits is (one of them): so
+        // the checks of cost 1, `check`'s and the attribute's, never carry a cost.
+        if cost == 1 {
+            return Either::Left(Checking::new(
+                &self.shared,
+                None,
+                Key::Borrowed(key),
+                rate,
+                None,
+            ));
         }
+        let limits = vec![Limit::new(key, rate).with_cost(cost)];
+        let check = self.shared.check_all(None, limits, None);
+        Either::Right(async move { check.await.map(|decisions| *decisions) })
     }
 
     /// Checks several limits of one call together, now: the call is admitted iff every limit
@@ -261,7 +267,7 @@ impl Limiter {
     /// debug when denied, with the key stripped of its `scope:` prefix).
     #[inline]
     pub(crate) fn checking<'a>(&'a self, scope: &'a str, key: Key<'a>, rate: Rate) -> Checking<'a> {
-        Checking::new(&self.shared, Some(scope), key, (rate, 1), None)
+        Checking::new(&self.shared, Some(scope), key, rate, None)
     }
 }
 

@@ -266,6 +266,7 @@ async fn costs(limiter: &Limiter) {
     assert_eq!((d.allowed, d.remaining), (true, 3));
     let d = check("mixed", 4, T0 + 2 * SECOND).await.unwrap();
     assert!(!d.allowed, "3 + 4 + 4 > 10");
+    assert_eq!(d.remaining, 3, "what is left: a smaller call fits");
     let d = check("mixed", 3, T0 + 2 * SECOND).await.unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 0), "exactly the threshold");
     let d = check("mixed", 0, T0 + 3 * SECOND).await.unwrap();

@@ -65,12 +65,7 @@ impl Shared {
         let result = match self.store.access() {
             Access::InProcess(store) => {
                 let _entered = span.enter();
-                let (_, verdicts) = store.check_all(&refs, at, true);
-                Ok(verdicts
-                    .iter()
-                    .zip(&refs)
-                    .map(|(verdict, limit)| verdict.decision(limit.rate))
-                    .collect())
+                Ok(store.check_all(&refs, at, true).1)
             }
             Access::Unusable(error) => {
                 let _entered = span.enter();
@@ -135,13 +130,7 @@ impl Shared {
         at: Option<u64>,
         record: bool,
     ) -> (bool, Vec<Decision>) {
-        let (admitted, verdicts) = self.fallback.check_all(limits, at, record);
-        let decisions = verdicts
-            .iter()
-            .zip(limits)
-            .map(|(verdict, limit)| verdict.decision(limit.rate))
-            .collect();
-        (admitted, decisions)
+        self.fallback.check_all(limits, at, record)
     }
 
     /// The remote leg of a check of several limits: the parts' routes, then (unless a part

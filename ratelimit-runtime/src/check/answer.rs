@@ -35,8 +35,8 @@ impl Shared {
     /// What comes next for a check of `limit` at `at` (µs since the Unix epoch; `None`: the
     /// store's clock), `scope` its attribute's or layer's (the span's field, the metrics'
     /// label). Answers without I/O are counted and reported here (see
-    /// [`telemetry::decided`]); the remote leg reports its own. The cost is within the
-    /// limit's bounds (the future made sure).
+    /// [`telemetry::decided`]); the remote leg reports its own. The cost is 1 (other costs
+    /// are checked as several limits are, by `all.rs`).
     ///
     /// Inlined into the check's future, whose fields the limit is built from: it stays in
     /// registers on the in-process path.

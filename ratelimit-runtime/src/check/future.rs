@@ -39,8 +39,6 @@ pub(crate) struct Checking<'a> {
     /// The time `check_at` gave (`None`: now), turned into µs when the check is made.
     at: Option<SystemTime>,
     stage: Stage<'a>,
-    /// The call's cost (in the padding beside `done`: the future keeps its size).
-    cost: u32,
     done: bool,
 }
 
@@ -55,16 +53,15 @@ enum Stage<'a> {
 }
 
 impl<'a> Checking<'a> {
-    /// A check of `key` against `rate` for a call of `cost` (within the rate's bounds: the
-    /// caller made sure, see [`RateLimitError::cost_too_high`]) at `at` (`None`: now) on the
-    /// limiter whose state is `shared`; `scope` for the checks of the attribute and the layer
-    /// (see [`telemetry`]).
+    /// A check of `key` against `rate` for a call of cost 1 (other costs go through
+    /// `check/all.rs`) at `at` (`None`: now) on the limiter whose state is `shared`; `scope`
+    /// for the checks of the attribute and the layer (see [`telemetry`]).
     #[inline]
     pub(crate) fn new(
         shared: &'a Arc<Shared>,
         scope: Option<&'a str>,
         key: Key<'a>,
-        (rate, cost): (Rate, u32),
+        rate: Rate,
         at: Option<SystemTime>,
     ) -> Checking<'a> {
         Checking {
@@ -73,7 +70,6 @@ impl<'a> Checking<'a> {
             rate,
             at,
             stage: Stage::Key(key),
-            cost,
             done: false,
         }
     }
@@ -118,7 +114,7 @@ impl Future for Checking<'_> {
                 return Poll::Ready(Err(error));
             }
         };
-        let (shared, scope, rate, cost) = (this.shared, this.scope, this.rate, this.cost);
+        let (shared, scope, rate, cost) = (this.shared, this.scope, this.rate, 1);
         let next = || shared.next(scope, LimitRef { key, rate, cost }, at);
         let span = telemetry::span(scope);
         // A span no subscriber wants (and no `log` logger, with tracing's `log` feature) is

@@ -155,12 +155,7 @@ impl Store {
     ) -> Result<LimitsAnswer, StoreError> {
         match self {
             Store::Memory(store) => {
-                let (admitted, verdicts) = store.check_all(limits, at, true);
-                let decisions: Vec<Decision> = verdicts
-                    .iter()
-                    .zip(limits)
-                    .map(|(verdict, limit)| verdict.decision(limit.rate))
-                    .collect();
+                let (admitted, decisions) = store.check_all(limits, at, true);
                 // Never refunded: a check is one step in process.
                 Ok(LimitsAnswer {
                     admitted,

@@ -268,7 +268,11 @@ pub(super) fn decode_limits(
             } else if retry_after == 0 {
                 Decision::admitted(threshold, left, reset_after)
             } else {
-                Decision::denied(threshold, Duration::from_micros(retry_after), reset_after)
+                // What is left: a smaller call may fit (0 at a cost of 1).
+                Decision {
+                    remaining: left,
+                    ..Decision::denied(threshold, Duration::from_micros(retry_after), reset_after)
+                }
             }
         })
         .collect();
