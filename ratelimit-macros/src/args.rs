@@ -312,8 +312,12 @@ fn period_seconds(int: &LitInt) -> syn::Result<u128> {
 }
 
 fn fractional_seconds(float: &LitFloat) -> syn::Error {
-    let suggestion =
-        duration::decimal_us(float.base10_digits(), 1_000_000).and_then(duration::suggest);
+    // `1.5h` is a float with the suffix `h`: a fraction of that unit, not of seconds.
+    let per = duration::UNITS
+        .iter()
+        .find(|(unit, _)| *unit == float.suffix())
+        .map_or(1_000_000, |(_, us)| *us);
+    let suggestion = duration::decimal_us(float.base10_digits(), per).and_then(duration::suggest);
     let message = match suggestion {
         Some(text) => format!("`period` takes whole seconds; write `period = \"{text}\"`"),
         None => "`period` takes whole seconds or a duration string of whole milliseconds, \
@@ -650,6 +654,19 @@ mod tests {
         assert_eq!(
             error_of(quote!(period = "1.5h", threshold = 1)),
             "invalid `period` \"1.5h\": fractions are not supported; write \"90m\""
+        );
+        // A fraction with a unit suffix, outside a string: a fraction of that unit.
+        assert_eq!(
+            error_of(quote!(period = 1.5d, threshold = 1)),
+            "`period` takes whole seconds; write `period = \"36h\"`"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1.5h, threshold = 1)),
+            "`period` takes whole seconds; write `period = \"90m\"`"
+        );
+        assert_eq!(
+            error_of(quote!(period = "1.5d", threshold = 1)),
+            "invalid `period` \"1.5d\": fractions are not supported; write \"36h\""
         );
         assert_eq!(
             error_of(quote!(period = "0.5ms", threshold = 1)),

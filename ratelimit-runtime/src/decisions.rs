@@ -124,6 +124,11 @@ impl Decisions {
         &self.limits[self.deciding]
     }
 
+    /// The deciding limit's index, in the check's order.
+    pub(crate) fn deciding_index(&self) -> usize {
+        self.deciding
+    }
+
     /// Each limit's decision, in the order the check gave the limits.
     pub fn iter(&self) -> std::slice::Iter<'_, LimitDecision> {
         self.limits.iter()

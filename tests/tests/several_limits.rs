@@ -619,3 +619,59 @@ async fn a_cost_of_zero_never_denies() {
     }
     redis.clean_up(&prefix).await;
 }
+
+/// The script of several limits, sent twice with one admission (a client that resent it after
+/// a lost connection, marked as a resend): counted once, even when a short limit's members
+/// left their window between the two sends, whatever the limits' order.
+#[tokio::test]
+async fn a_resend_is_counted_once_in_every_limit() {
+    const SCRIPT: &str =
+        include_str!("../../ratelimit-runtime/src/store/redis/sliding_window_limits.lua");
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("several-resend");
+    let mut connection = redis.connection().await;
+    let burst = (format!("{prefix}burst"), 100 * MS, 5);
+    for round in 0..2 {
+        // The daily quota is full once the call is recorded: a resend counted again would be
+        // denied by it.
+        let daily = (format!("{prefix}daily"), DAY, round + 1);
+        let order = if round == 0 {
+            [&burst, &daily]
+        } else {
+            [&daily, &burst]
+        };
+        let admission = format!("adm{round}");
+        let send = |at: u64, resend: bool| {
+            let mut script = redis::cmd("EVAL");
+            script.arg(SCRIPT).arg(2).arg(&order[0].0).arg(&order[1].0);
+            script
+                .arg(&admission)
+                .arg(at)
+                .arg(if resend { "1" } else { "" });
+            for (_, period, threshold) in order {
+                script.arg(period).arg(threshold).arg(1);
+            }
+            script
+        };
+        let t = T0 + round * 10 * SECOND;
+        let first: Vec<i64> = send(t, false).query_async(&mut connection).await.unwrap();
+        assert_eq!(first[0], 1, "admitted: {first:?}");
+        // Resent 200 ms later: the burst limit's member has left its 100 ms window.
+        let again: Vec<i64> = send(t + 200 * MS, true)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(
+            again[0], 1,
+            "a resend of an admitted call stays admitted: {again:?}"
+        );
+        assert!(again[2..].chunks(3).all(|limit| limit[0] >= 0), "{again:?}");
+        let daily_held: u64 = connection.zcard(&daily.0).await.unwrap();
+        assert_eq!(
+            daily_held,
+            round + 1,
+            "the daily quota counts each call once"
+        );
+    }
+    redis.clean_up(&prefix).await;
+}

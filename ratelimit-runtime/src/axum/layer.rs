@@ -39,7 +39,8 @@ const DEFAULT_SCOPE: &str = "layer";
 ///
 /// The Redis key of a request is `<prefix><scope>:<key>`, the scope `layer` unless set by
 /// [`scope`](RateLimitLayer::scope): give each layer with another rate its own scope, since a
-/// key is meant for one rate.
+/// key is meant for one rate. A layer of several rates ([`and_rate`](RateLimitLayer::and_rate))
+/// keys each rate `<prefix>{<scope>:<key>}:<window>`.
 ///
 /// ```no_run
 /// use std::net::SocketAddr;

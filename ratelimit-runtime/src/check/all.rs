@@ -89,7 +89,8 @@ impl Shared {
             )
         });
         let deciding = result.as_ref().ok().map(|decisions| **decisions);
-        let key = refs.first().map_or("", |limit| limit.key);
+        let index = result.as_ref().map_or(0, Decisions::deciding_index);
+        let key = refs.get(index).map_or("", |limit| limit.key);
         telemetry::decided(
             scope,
             key,
@@ -286,7 +287,12 @@ impl Shared {
                     place(answer.decisions);
                 }
                 Err(error) => {
-                    if sent {
+                    // A call that timed out, or whose connection dropped, may have run (or may
+                    // run yet, on a stalled node): refunded. One that could not be sent, or that
+                    // Redis answered with an error, recorded nothing.
+                    let maybe_ran = matches!(&error, StoreError::Timeout(_))
+                        || matches!(&error, StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped());
+                    if sent && maybe_ran {
                         refunds.push((index, at.unwrap_or_else(clock::now_us)));
                     }
                     match self.policy {
@@ -322,8 +328,12 @@ impl Shared {
             if let Some(runtime) = Runtime::current() {
                 runtime.spawn(async move {
                     let refs = borrowed(&owned);
-                    let outcome = shared.store.refund(&refs, &admission, now).await;
-                    shared.settle(outcome.as_ref().err(), || part, None);
+                    // Its node failed this check already: only an answer tells the breakers
+                    // something new (a failure here would push back the probe of a node that
+                    // may have recovered since).
+                    if shared.store.refund(&refs, &admission, now).await.is_ok() {
+                        shared.settle(None, || part, None);
+                    }
                 });
             }
         }
@@ -333,25 +343,14 @@ impl Shared {
         }
         let answers = self.refund(&limits, &refunded, &admission).await;
         for ((part, _), answer) in refunded.iter().zip(answers) {
-            // Refunded: what is left without this call, as the refund found it; else as the
-            // check found it, plus the call's cost.
+            // Refunded: what is left without this call, as the refund found it. A refund that
+            // failed leaves the reservation's decision: the record stays until its window ends.
             let members = &part.members;
-            match answer {
-                Some(answer) if answer.len() == members.len() => {
-                    for (&i, decision) in members.iter().zip(answer) {
-                        decisions[i] = Some(decision);
-                    }
-                }
-                _ => {
-                    for &i in members {
-                        if let Some(decision) = &mut decisions[i] {
-                            *decision = Decision::admitted(
-                                decision.limit,
-                                decision.remaining + u64::from(limits[i].cost),
-                                decision.reset_after,
-                            );
-                        }
-                    }
+            if let Some(answer) = answer
+                && answer.len() == members.len()
+            {
+                for (&i, decision) in members.iter().zip(answer) {
+                    decisions[i] = Some(decision);
                 }
             }
         }

@@ -663,9 +663,9 @@ impl Log {
             self.newest = now_us;
         } else {
             let at = self.admissions.partition_point(|&t| t <= now_us);
-            for _ in 0..cost {
-                self.admissions.insert(at, now_us);
-            }
+            let mut later = self.admissions.split_off(at);
+            self.admissions.extend(std::iter::repeat_n(now_us, cost));
+            self.admissions.append(&mut later);
         }
         self.expires_at = self.expires_at.max(self.newest.saturating_add(period));
         self.idle_at = self.idle_at.max(now.wall.saturating_add(period));

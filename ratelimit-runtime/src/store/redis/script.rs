@@ -91,7 +91,7 @@ const NUMBER: usize = 20;
 /// building the command allocates its two buffers and nothing else (a Redis check's other
 /// allocations, the key's copy and two boxes, are the check path's: `check/remote.rs`,
 /// `check/future.rs` and `runtime::HandOff`).
-fn command(prefix: &str, call: &Call<'_>, eval: bool) -> Cmd {
+fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
     let (script, source) = call.script();
     let (verb, text) = if eval {
         ("EVAL", source)
@@ -106,7 +106,7 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool) -> Cmd {
         .iter()
         .map(|limit| prefix.len() + limit.key.len())
         .sum();
-    let arguments = 5 + 4 * limits.len();
+    let arguments = 6 + 4 * limits.len();
     let mut command = Cmd::with_capacity(
         arguments,
         verb.len() + text.len() + NUMBER + keys + 22 + arguments * NUMBER,
@@ -133,6 +133,7 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool) -> Cmd {
         } => {
             command.arg(admission);
             time(&mut command, at);
+            command.arg(if resend { "1" } else { "" });
             for limit in limits {
                 command
                     .arg(limit.rate.period_us())
@@ -178,13 +179,16 @@ pub(super) async fn run(
     prefix: &str,
     call: Call<'_>,
 ) -> RedisResult<Vec<i64>> {
-    let evalsha = command(prefix, &call, false);
+    let evalsha = command(prefix, &call, false, false);
     let mut result = connection.query(&evalsha).await;
-    if matches!(&result, Err(err) if err.is_connection_dropped()) {
+    let resent = matches!(&result, Err(err) if err.is_connection_dropped());
+    if resent {
         // The connection was found closed (the server's idle timeout, a restart, a load
         // balancer): the call may or may not have reached Redis. The script counts a member
-        // once, so the same call is sent once more, on the connection the manager makes again.
-        result = connection.query(&evalsha).await;
+        // once, so the same call is sent once more, on the connection the manager makes again
+        // (marked as a resend for the script of several limits, which then looks for it in
+        // every limit before counting).
+        result = connection.query(&command(prefix, &call, false, true)).await;
     }
     if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
         // The server lost its scripts (restarted, failed over, `SCRIPT FLUSH`), so the call did
@@ -196,7 +200,9 @@ pub(super) async fn run(
         // live masters' keys from recovering after a restart or a failover, and each check
         // that met `NOSCRIPT` would cost a round trip to every master plus two to its own.
         // The other masters reload the script when their own checks meet `NOSCRIPT`.
-        result = connection.query(&command(prefix, &call, true)).await;
+        result = connection
+            .query(&command(prefix, &call, true, resent))
+            .await;
     }
     result
 }
@@ -338,10 +344,12 @@ mod tests {
     fn the_key_is_one_argument_made_of_the_prefix_and_the_key() {
         let rate = Rate::new(7, Duration::from_millis(1_500)).unwrap();
         let limit = |key| LimitRef { key, rate, cost: 1 };
-        let evalsha =
-            |prefix, limit, member, at| command(prefix, &Call::One { limit, member, at }, false);
-        let eval =
-            |prefix, limit, member, at| command(prefix, &Call::One { limit, member, at }, true);
+        let evalsha = |prefix, limit, member, at| {
+            command(prefix, &Call::One { limit, member, at }, false, false)
+        };
+        let eval = |prefix, limit, member, at| {
+            command(prefix, &Call::One { limit, member, at }, true, false)
+        };
         let command = evalsha(
             "app:",
             limit("login:ünï:42"),
@@ -397,7 +405,7 @@ mod tests {
             at: Some(7),
         };
         assert_eq!(
-            arguments(&command("p:", &call, false)),
+            arguments(&command("p:", &call, false, false)),
             [
                 "EVALSHA",
                 SLIDING_WINDOW_LIMITS.get_hash(),
@@ -406,6 +414,7 @@ mod tests {
                 "p:{u}:daily",
                 "adm",
                 "7",
+                "",
                 "1000000",
                 "5",
                 "1",
@@ -420,7 +429,7 @@ mod tests {
             now: 7,
         };
         assert_eq!(
-            arguments(&command("p:", &refund, true))[2..],
+            arguments(&command("p:", &refund, true, false))[2..],
             [
                 "2",
                 "p:{u}:burst",
@@ -459,6 +468,11 @@ mod tests {
                 Decision::admitted(5, 3, Duration::from_micros(900)),
                 Decision::admitted(1_000, 990, Duration::ZERO),
             ]
+        );
+        assert_eq!(
+            arguments(&command("p:", &call, false, true))[7],
+            "1",
+            "a resend"
         );
         assert!(decode_limits(&[1, 1, 0, 0], &limits).is_err());
         assert!(decode_limits(&[], &limits).is_err());

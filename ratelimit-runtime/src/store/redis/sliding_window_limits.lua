@@ -9,9 +9,11 @@
 --              call sent twice (a client that resent it after a lost connection) is counted
 --              once and answered as admitted.
 -- ARGV[2]      now, integer microseconds since the Unix epoch; empty: use this server's TIME.
--- ARGV[3i]     limit i's period, integer microseconds (1,000 ..= 3,155,760,000,000,000).
--- ARGV[3i+1]   limit i's threshold (1 ..= 4,294,967,295).
--- ARGV[3i+2]   limit i's cost (0 ..= min(threshold, 10,000): larger ones are turned away
+-- ARGV[3]      "1" when the client resends the call (it found its connection closed, so the
+--              first send may have run); empty otherwise.
+-- ARGV[3i+1]   limit i's period, integer microseconds (1,000 ..= 3,155,760,000,000,000).
+-- ARGV[3i+2]   limit i's threshold (1 ..= 4,294,967,295).
+-- ARGV[3i+3]   limit i's cost (0 ..= min(threshold, 10,000): larger ones are turned away
 --              before they are sent).
 --
 -- Returns {admitted (1 or 0), now (µs), then for each limit: count (its window's admissions
@@ -49,17 +51,52 @@ if not explicit then
 end
 
 local n = #KEYS
+
+-- A resend whose first send ran recorded the call in every limit (one script records in all
+-- or none), but a limit of a short period may have evicted its members since: the call is a
+-- resend if any limit still holds its first member. Asked only of a resend.
+if ARGV[3] ~= '' then
+  local ran = false
+  local held = {}
+  for i = 1, n do
+    if tonumber(ARGV[3 * i + 3]) > 0 then
+      held[i] = redis.call('ZSCORE', KEYS[i], base .. '.1') ~= false
+      ran = ran or held[i]
+    end
+  end
+  if ran then
+    local reply = {1, now}
+    for i = 1, n do
+      local key = KEYS[i]
+      local period = tonumber(ARGV[3 * i + 1])
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
+      local count = redis.call('ZCARD', key)
+      local reset = 0
+      if count > 0 then
+        reset = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2]) + period - now
+      end
+      if held[i] and redis.call('ZSCORE', key, base .. '.1') then
+        count = count - tonumber(ARGV[3 * i + 3])
+      end
+      reply[3 * i] = math.max(count, 0)
+      reply[3 * i + 1] = 0
+      reply[3 * i + 2] = reset
+    end
+    return reply
+  end
+end
+
 local counts = {}
 local fits = true
 local first_costly = nil
 for i = 1, n do
   local key = KEYS[i]
-  local cost = tonumber(ARGV[3 * i + 2])
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - tonumber(ARGV[3 * i]))
+  local cost = tonumber(ARGV[3 * i + 3])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - tonumber(ARGV[3 * i + 1]))
   local count = redis.call('ZCARD', key)
   counts[i] = count
   if cost > 0 then
-    if count + cost > tonumber(ARGV[3 * i + 1]) then
+    if count + cost > tonumber(ARGV[3 * i + 2]) then
       fits = false
     end
     if first_costly == nil then
@@ -80,8 +117,8 @@ if fits then
   for i = 1, n do
     local key = KEYS[i]
     local count = counts[i]
-    local cost = tonumber(ARGV[3 * i + 2])
-    local period = tonumber(ARGV[3 * i])
+    local cost = tonumber(ARGV[3 * i + 3])
+    local period = tonumber(ARGV[3 * i + 1])
     local reset = 0
     if cost > 0 and not resent then
       local added
@@ -144,28 +181,13 @@ if fits then
   return reply
 end
 
--- A resent call that was admitted the first time (it filled a window) stays admitted.
-if first_costly ~= nil and redis.call('ZSCORE', KEYS[first_costly], base .. '.1') then
-  for i = 1, n do
-    local cost = tonumber(ARGV[3 * i + 2])
-    local reset = 0
-    if counts[i] > 0 then
-      reset = newest_of(KEYS[i]) + tonumber(ARGV[3 * i]) - now
-    end
-    reply[3 * i] = counts[i] - cost
-    reply[3 * i + 1] = 0
-    reply[3 * i + 2] = reset
-  end
-  return reply
-end
-
 reply[1] = 0
 for i = 1, n do
   local key = KEYS[i]
   local count = counts[i]
-  local period = tonumber(ARGV[3 * i])
-  local threshold = tonumber(ARGV[3 * i + 1])
-  local cost = tonumber(ARGV[3 * i + 2])
+  local period = tonumber(ARGV[3 * i + 1])
+  local threshold = tonumber(ARGV[3 * i + 2])
+  local cost = tonumber(ARGV[3 * i + 3])
   local retry_after = 0
   local reset = 0
   if count > 0 then
