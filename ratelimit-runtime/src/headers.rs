@@ -167,24 +167,14 @@ impl RateLimitHeaders {
     /// Every field as `(name, value)`: `RateLimit-Policy`, `RateLimit`, then `Retry-After` on a
     /// denial.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, String)> + use<> {
-        [
-            Some((RATELIMIT_POLICY, self.policy())),
-            Some((RATELIMIT, self.rate_limit())),
-            self.retry_after
-                .map(|seconds| (RETRY_AFTER, seconds.to_string())),
-        ]
-        .into_iter()
-        .flatten()
+        fields(self.policy(), self.rate_limit(), self.retry_after)
     }
 }
 
 impl fmt::Display for RateLimitHeaders {
     /// The fields as they appear in an HTTP/1.1 message, one `name: value` per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (name, value) in self.iter() {
-            writeln!(f, "{name}: {value}")?;
-        }
-        Ok(())
+        write_lines(f, self.iter())
     }
 }
 
@@ -281,14 +271,7 @@ impl CompositeHeaders {
     /// Every field as `(name, value)`: `RateLimit-Policy`, `RateLimit`, then `Retry-After` on
     /// a denial.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, String)> + use<> {
-        [
-            Some((RATELIMIT_POLICY, self.policy())),
-            Some((RATELIMIT, self.rate_limit())),
-            self.retry_after
-                .map(|seconds| (RETRY_AFTER, seconds.to_string())),
-        ]
-        .into_iter()
-        .flatten()
+        fields(self.policy(), self.rate_limit(), self.retry_after)
     }
 
     fn list(&self, item: fn(&RateLimitHeaders, &mut String, &str)) -> String {
@@ -306,11 +289,35 @@ impl CompositeHeaders {
 impl fmt::Display for CompositeHeaders {
     /// The fields as they appear in an HTTP/1.1 message, one `name: value` per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (name, value) in self.iter() {
-            writeln!(f, "{name}: {value}")?;
-        }
-        Ok(())
+        write_lines(f, self.iter())
     }
+}
+
+/// The fields of a response, as `(name, value)`: `RateLimit-Policy`, `RateLimit`, then
+/// `Retry-After` when there is a wait.
+fn fields(
+    policy: String,
+    rate_limit: String,
+    retry_after: Option<u64>,
+) -> impl Iterator<Item = (&'static str, String)> {
+    [
+        Some((RATELIMIT_POLICY, policy)),
+        Some((RATELIMIT, rate_limit)),
+        retry_after.map(|seconds| (RETRY_AFTER, seconds.to_string())),
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// `fields` as they appear in an HTTP/1.1 message, one `name: value` per line.
+fn write_lines(
+    f: &mut fmt::Formatter<'_>,
+    fields: impl Iterator<Item = (&'static str, String)>,
+) -> fmt::Result {
+    for (name, value) in fields {
+        writeln!(f, "{name}: {value}")?;
+    }
+    Ok(())
 }
 
 /// `duration` in whole seconds, rounded up: 0 only for zero.

@@ -516,11 +516,15 @@ async fn the_stores_answer_alike() {
 async fn a_stalled_slot_takes_part_as_its_policy_answers() {
     let cluster = TestCluster::start(3);
     let prefix = unique_prefix("several-stalled");
-    let timeout = Duration::from_millis(500);
+    // Long enough that the live master answers within it on a loaded machine (its answers are
+    // asserted); the stalled one's calls wait it out.
+    let timeout = Duration::from_secs(2);
     let closed = cluster_limiter(&cluster, &prefix, FailurePolicy::Closed, timeout).await;
     let open = cluster_limiter(&cluster, &prefix, FailurePolicy::Open, timeout).await;
     // Its breakers stay closed until its own check meets the stalled master.
     let dropping = cluster_limiter(&cluster, &prefix, FailurePolicy::Closed, timeout).await;
+    let local = cluster_limiter(&cluster, &prefix, FailurePolicy::Local, timeout).await;
+    connected(&local, "{warm-up}").await;
     connected(&closed, "{warm-up}").await;
     connected(&open, "{warm-up}").await;
     connected(&dropping, "{warm-up}").await;
@@ -557,6 +561,36 @@ async fn a_stalled_slot_takes_part_as_its_policy_answers() {
     assert!(admitted.allowed);
     let held: u64 = connection.zcard(format!("{prefix}{live}")).await.unwrap();
     assert_eq!(held, 1, "the live slot recorded the call");
+
+    // Local: the stalled slot's limit is checked in the in-process fallback (threshold 1
+    // there), the live slot's in Redis; the fallback's denial of the second call refunds the
+    // live slot's reservation.
+    let live3 = key_on(&cluster, &prefix, "live3:", live_node);
+    let stalled3 = key_on(&cluster, &prefix, "stalled3:", stalled_node);
+    let one = rate(1, 60 * SECOND);
+    let local_limits = || {
+        [
+            Limit::new(live3.as_str(), r),
+            Limit::new(stalled3.as_str(), one),
+        ]
+    };
+    let first = local
+        .check_all(local_limits())
+        .await
+        .expect("Local answers");
+    assert!(first.allowed, "{first:?}");
+    let second = local
+        .check_all(local_limits())
+        .await
+        .expect("Local answers");
+    assert!(!second.allowed, "the fallback's threshold of 1: {second:?}");
+    assert_eq!(
+        second.deciding().label(),
+        "1m-2",
+        "the stalled slot's limit decides"
+    );
+    let held: u64 = connection.zcard(format!("{prefix}{live3}")).await.unwrap();
+    assert_eq!(held, 1, "the live slot holds the first call only");
 
     // A caller that stops waiting leaves no reservation behind: the check goes on (its
     // stalled slot times out), and refunds the live slot.
