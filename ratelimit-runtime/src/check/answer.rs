@@ -46,7 +46,8 @@ impl Shared {
         let LimitRef { key, rate, cost } = limit;
         match self.store.access() {
             Access::InProcess(store) => {
-                let verdict = store.verdict(key, rate, cost, at);
+                debug_assert_eq!(cost, 1, "other costs are checked by `all.rs`");
+                let verdict = store.verdict(key, rate, at);
                 telemetry::decided(
                     scope,
                     key,
