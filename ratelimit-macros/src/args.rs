@@ -5,11 +5,18 @@
 //! args      := arg ("," arg)* ","?
 //! arg       := "period" "=" (INT | STR)     whole seconds, or "<integer><unit>", unit ms|s|m|h|d
 //!            | "threshold" "=" INT          1..=4294967295
+//!            | "rate" "=" EXPR              a `Rate`, instead of `period` and `threshold`
 //!            | "key" "=" EXPR               any expression implementing Display
+//!            | "cost" "=" (INT | EXPR)      1..=10000, or an unsigned integer expression
+//!            | "exempt" "=" EXPR            a `bool`: true skips this limit
+//!            | "decision" "=" IDENT         binds `&Decisions` for the body
+//!            | "label" "=" STR              the policy's name in the HTTP fields
 //!            | "limiter" "=" EXPR           an expression evaluating to &Limiter
 //!            | "name" "=" STR               a non-empty scope name
 //!            | "crate" "=" STR              the path of ratelimit_runtime
 //! ```
+//!
+//! What concerns several stacked attributes together is `stack`'s.
 
 use std::fmt::Display;
 
@@ -28,18 +35,26 @@ const MIN_PERIOD_US: u128 = 1_000;
 /// The longest period in microseconds, 100 Julian years (`Rate::MAX_PERIOD`).
 const MAX_PERIOD_US: u128 = 3_155_760_000 * 1_000_000;
 
+/// The most one call may cost under a sliding window log (`MAX_COST` in the runtime).
+const MAX_COST: u128 = 10_000;
+
 /// The arguments, in the order the error messages list them, with an example of each.
-const ARGUMENTS: [(&str, &str); 6] = [
+const ARGUMENTS: [(&str, &str); 11] = [
     ("period", "period = 60"),
     ("threshold", "threshold = 10"),
     ("key", "key = user_id"),
+    ("rate", "rate = plan.rate()"),
+    ("cost", "cost = items.len()"),
+    ("exempt", "exempt = caller.is_internal()"),
+    ("decision", "decision = d"),
+    ("label", "label = \"burst\""),
     ("limiter", "limiter = &LIMITER"),
     ("name", "name = \"login\""),
     ("crate", "crate = \"::ratelimit_runtime\""),
 ];
 
 /// Words people reach for instead of an argument's name.
-const SYNONYMS: [(&str, &str); 14] = [
+const SYNONYMS: [(&str, &str); 17] = [
     ("window", "period"),
     ("interval", "period"),
     ("duration", "period"),
@@ -54,22 +69,64 @@ const SYNONYMS: [(&str, &str); 14] = [
     ("capacity", "threshold"),
     ("scope", "name"),
     ("store", "limiter"),
+    ("weight", "cost"),
+    ("skip", "exempt"),
+    ("bypass", "exempt"),
 ];
 
 /// The validated arguments of one `#[rate_limit(...)]`.
 pub(crate) struct Args {
-    /// The window's length in microseconds, within `1 ms..=100 years`.
-    pub(crate) period_us: u64,
-    /// Admissions per window, within `1..=2^32 - 1`.
-    pub(crate) threshold: u64,
+    /// The rate: `period` and `threshold`, or `rate = expr`.
+    pub(crate) rate: RateArg,
     /// The per-call key expression.
     pub(crate) key: Option<Expr>,
+    /// The call's cost, 1 without it.
+    pub(crate) cost: Option<CostArg>,
+    /// The `bool` expression that skips this limit when true.
+    pub(crate) exempt: Option<Expr>,
+    /// The name the body sees the check's `&Decisions` by.
+    pub(crate) decision: Option<Ident>,
+    /// The policy's name in the HTTP fields: non-empty printable ASCII.
+    pub(crate) label: Option<LitStr>,
     /// The expression evaluating to `&Limiter`.
     pub(crate) limiter: Option<Expr>,
     /// The scope name, non-empty.
     pub(crate) name: Option<LitStr>,
     /// The runtime crate's path, from `crate = "..."`.
     pub(crate) krate: Option<Path>,
+}
+
+/// The rate of one limit.
+pub(crate) enum RateArg {
+    /// `period` and `threshold`, known at compile time.
+    Fixed {
+        /// The window's length in microseconds, within `1 ms..=100 years`.
+        period_us: u64,
+        /// Admissions per window, within `1..=2^32 - 1`.
+        threshold: u64,
+    },
+    /// `rate = expr`: a `Rate` evaluated on each call, before the body.
+    Expr(Expr),
+}
+
+/// The cost of one call under a limit.
+pub(crate) enum CostArg {
+    /// An integer literal, within `1..=10000` and the threshold.
+    Literal(u64),
+    /// Any other expression: an unsigned integer, checked by rustc and then at run time.
+    Expr(Expr),
+}
+
+impl Args {
+    /// Whether this attribute is the plain form, one fixed rate for calls of cost 1 (checked
+    /// on its own, without the composite check's `Decisions`).
+    pub(crate) fn is_plain(&self) -> bool {
+        matches!(self.rate, RateArg::Fixed { .. })
+            && self.cost.is_none()
+            && self.exempt.is_none()
+            && self.decision.is_none()
+            && self.label.is_none()
+    }
 }
 
 /// Parses and validates the attribute's arguments (the tokens between its parentheses).
@@ -122,7 +179,14 @@ struct ArgsBuilder {
     errors: Errors,
     period_us: Option<u64>,
     threshold: Option<u64>,
+    /// `rate = expr`, with its name token.
+    rate: Option<(Ident, Expr)>,
     key: Option<Expr>,
+    /// `cost`, with its value as written.
+    cost: Option<(CostArg, Expr)>,
+    exempt: Option<Expr>,
+    decision: Option<Ident>,
+    label: Option<LitStr>,
     limiter: Option<Expr>,
     name: Option<LitStr>,
     krate: Option<Path>,
@@ -148,7 +212,16 @@ impl ArgsBuilder {
             "period" => period(&value).map(|us| self.period_us = Some(us)),
             "threshold" => threshold(&value).map(|n| self.threshold = Some(n)),
             "key" => unreserved(&text, value).map(|expr| self.key = Some(expr)),
-            "limiter" => unreserved(&text, value).map(|expr| self.limiter = Some(expr)),
+            "rate" => unreserved(&text, value).map(|expr| self.rate = Some((name.clone(), expr))),
+            "cost" => unreserved(&text, value)
+                .and_then(|expr| Ok((cost(&expr)?, expr)))
+                .map(|cost| self.cost = Some(cost)),
+            "exempt" => unreserved(&text, value).map(|expr| self.exempt = Some(expr)),
+            "decision" => binding(&value).map(|ident| self.decision = Some(ident)),
+            "label" => label(&value).map(|lit| self.label = Some(lit)),
+            "limiter" => unreserved(&text, value)
+                .and_then(made_per_call)
+                .map(|expr| self.limiter = Some(expr)),
             "name" => scope_name(&value).map(|lit| self.name = Some(lit)),
             "crate" => crate_path(&value).map(|path| self.krate = Some(path)),
             _ => unreachable!("`{text}` is in ARGUMENTS"),
@@ -158,27 +231,60 @@ impl ArgsBuilder {
         }
     }
 
-    /// The cross-argument checks: `period` and `threshold` are required.
+    /// The cross-argument checks: `period` and `threshold` are required, unless `rate` is
+    /// given, which excludes them; a literal cost fits a literal threshold.
     fn build(mut self, whole: &TokenStream) -> syn::Result<Args> {
         let errors = std::mem::take(&mut self.errors);
         errors.finish()?;
-        match (self.period_us, self.threshold) {
-            (Some(period_us), Some(threshold)) => Ok(Args {
+        let rate = match (self.rate, self.period_us, self.threshold) {
+            (Some((name, _)), Some(_), _) | (Some((name, _)), _, Some(_)) => {
+                return Err(error(
+                    &name,
+                    "`rate` gives the period and the threshold: remove `period` and \
+                     `threshold`, or remove `rate`",
+                ));
+            }
+            (Some((_, expr)), None, None) => RateArg::Expr(expr),
+            (None, Some(period_us), Some(threshold)) => RateArg::Fixed {
                 period_us,
                 threshold,
-                key: self.key,
-                limiter: self.limiter,
-                name: self.name,
-                krate: self.krate,
-            }),
-            (None, None) => Err(syn::Error::new(
-                Span::call_site(),
-                "missing `period` and `threshold` arguments, e.g. \
-                 `#[rate_limit(period = 60, threshold = 10)]`",
-            )),
-            (None, Some(_)) => Err(missing(whole, "period")),
-            (Some(_), None) => Err(missing(whole, "threshold")),
-        }
+            },
+            (None, None, None) => {
+                return Err(syn::Error::new(
+                    Span::call_site(),
+                    "missing `period` and `threshold` arguments, e.g. \
+                     `#[rate_limit(period = 60, threshold = 10)]` (or a `Rate` chosen per call: \
+                     `rate = plan.rate()`)",
+                ));
+            }
+            (None, None, Some(_)) => return Err(missing(whole, "period")),
+            (None, Some(_), None) => return Err(missing(whole, "threshold")),
+        };
+        let cost = match (self.cost, &rate) {
+            (Some((CostArg::Literal(cost), written)), RateArg::Fixed { threshold, .. })
+                if cost > *threshold =>
+            {
+                return Err(error(
+                    written,
+                    format!(
+                        "`cost = {cost}` is above `threshold = {threshold}`: no window could \
+                         ever admit the call"
+                    ),
+                ));
+            }
+            (cost, _) => cost.map(|(cost, _)| cost),
+        };
+        Ok(Args {
+            rate,
+            key: self.key,
+            cost,
+            exempt: self.exempt,
+            decision: self.decision,
+            label: self.label,
+            limiter: self.limiter,
+            name: self.name,
+            krate: self.krate,
+        })
     }
 }
 
@@ -444,6 +550,137 @@ fn unreserved(argument: &str, expr: Expr) -> syn::Result<Expr> {
     }
 }
 
+/// `cost = 3` (a literal, checked here) or `cost = items.len()` (an expression, which rustc
+/// checks is an unsigned integer).
+fn cost(value: &Expr) -> syn::Result<CostArg> {
+    match value {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Int(int) => {
+                let cost = int.base10_digits().parse::<u128>().unwrap_or(u128::MAX);
+                check_suffix_range(int, cost, "cost")?;
+                if cost == 0 {
+                    return Err(error(
+                        int,
+                        "`cost = 0` never counts a call, so this limit could never deny; \
+                         remove `cost` (a call costs 1) or remove the limit",
+                    ));
+                }
+                if cost > MAX_COST {
+                    return Err(error(
+                        int,
+                        "`cost` must be at most 10000: the sliding window log records a call \
+                         of cost `c` as `c` entries",
+                    ));
+                }
+                Ok(CostArg::Literal(
+                    u64::try_from(cost).expect("bounded by MAX_COST"),
+                ))
+            }
+            _ => Ok(CostArg::Expr(value.clone())),
+        },
+        Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => Err(error(
+            value,
+            "`cost` cannot be negative; it must be at least 1",
+        )),
+        _ => Ok(CostArg::Expr(value.clone())),
+    }
+}
+
+/// `decision = d`: the name of a binding.
+fn binding(value: &Expr) -> syn::Result<Ident> {
+    let ident = match value {
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => {
+            path.path.get_ident().cloned()
+        }
+        _ => None,
+    };
+    match ident {
+        Some(ident) if ident == RESERVED => Err(error(
+            &ident,
+            format!("`{RESERVED}` is reserved by `#[rate_limit]`; choose another name"),
+        )),
+        Some(ident) => Ok(ident),
+        None => Err(error(
+            value,
+            "`decision` takes the name the body reads the decisions by, e.g. `decision = d`",
+        )),
+    }
+}
+
+/// `label = "burst"`: the policy's name in the HTTP fields, non-empty printable ASCII.
+fn label(value: &Expr) -> syn::Result<LitStr> {
+    const EXPECTED: &str = "`label` must be a string literal, e.g. `label = \"burst\"`";
+    let Expr::Lit(syn::ExprLit {
+        lit: Lit::Str(text),
+        ..
+    }) = value
+    else {
+        return Err(error(value, EXPECTED));
+    };
+    let label = text.value();
+    if label.is_empty() || !label.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        return Err(error(
+            text,
+            "`label` must be non-empty printable ASCII: it is sent to clients in the \
+             `RateLimit` fields",
+        ));
+    }
+    Ok(text.clone())
+}
+
+/// A `limiter` expression, unless it visibly makes a new limiter on each call
+/// (`&Limiter::memory()`, `&Limiter::builder()...build_now().unwrap()`): each call would then
+/// see an empty log, and none would ever be denied.
+fn made_per_call(expr: Expr) -> syn::Result<Expr> {
+    /// The call at the root of `expr`'s chain of references, method calls, `?` and `.await`.
+    fn root(expr: &Expr) -> &Expr {
+        match expr {
+            Expr::Reference(reference) => root(&reference.expr),
+            Expr::Paren(paren) => root(&paren.expr),
+            Expr::Group(group) => root(&group.expr),
+            Expr::MethodCall(call) => root(&call.receiver),
+            Expr::Try(try_expr) => root(&try_expr.expr),
+            Expr::Await(await_expr) => root(&await_expr.base),
+            other => other,
+        }
+    }
+    let constructor = match root(&expr) {
+        Expr::Call(call) => match &*call.func {
+            Expr::Path(path) => {
+                let segments: Vec<String> = path
+                    .path
+                    .segments
+                    .iter()
+                    .map(|segment| segment.ident.to_string())
+                    .collect();
+                match segments.as_slice() {
+                    [.., ty, function] if ty == "Limiter" || ty == "LimiterBuilder" => {
+                        Some(format!("{ty}::{function}"))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    match constructor {
+        None => Ok(expr),
+        Some(constructor) => Err(error(
+            &expr,
+            format!(
+                "this `limiter` calls `{constructor}` on every call of the function, so each \
+                 call is checked against a new, empty limiter and none is ever denied; make \
+                 the limiter once: `static LIMITER: std::sync::LazyLock<Limiter> = \
+                 std::sync::LazyLock::new(Limiter::memory);` with `limiter = &LIMITER`, or, \
+                 for a limiter built with `Limiter::builder()` and `.build().await`, \
+                 `ratelimit_runtime::set_global` at start-up (then leave `limiter` out), an \
+                 async `OnceCell`, or application state (`limiter = &self.limiter`)"
+            ),
+        )),
+    }
+}
+
 /// `name = "login"`: a non-empty string literal.
 fn scope_name(value: &Expr) -> syn::Result<LitStr> {
     match value {
@@ -497,9 +734,20 @@ mod tests {
         all.into_iter().next().unwrap_or_default()
     }
 
+    /// The period and threshold of a fixed rate.
+    fn fixed(args: &Args) -> (u64, u64) {
+        match args.rate {
+            RateArg::Fixed {
+                period_us,
+                threshold,
+            } => (period_us, threshold),
+            RateArg::Expr(_) => panic!("not a fixed rate"),
+        }
+    }
+
     fn period_of(tokens: TokenStream) -> u64 {
         match parse(tokens) {
-            Ok(args) => args.period_us,
+            Ok(args) => fixed(&args).0,
             Err(err) => panic!("{err}"),
         }
     }
@@ -511,8 +759,8 @@ mod tests {
             name = "login", crate = "::my_runtime",
         })
         .unwrap_or_else(|err| panic!("{err}"));
-        assert_eq!(args.period_us, 30_000_000);
-        assert_eq!(args.threshold, 2);
+        assert_eq!(fixed(&args), (30_000_000, 2));
+        assert!(args.is_plain());
         assert_eq!(args.key.to_token_stream().to_string(), "user . id");
         assert_eq!(args.limiter.to_token_stream().to_string(), "& LIMITER");
         assert_eq!(args.name.map(|name| name.value()).as_deref(), Some("login"));
@@ -555,7 +803,7 @@ mod tests {
 
     #[test]
     fn threshold_bounds() {
-        let max = parse(quote!(period = 1, threshold = 4294967295)).map(|args| args.threshold);
+        let max = parse(quote!(period = 1, threshold = 4294967295)).map(|args| fixed(&args).1);
         assert_eq!(max.ok(), Some(4_294_967_295));
         assert_eq!(
             error_of(quote!(period = 1, threshold = 0)),
@@ -757,7 +1005,7 @@ mod tests {
             "`100000u16` does not fit in `u16`; drop the suffix: `period = 100000`"
         );
         let args = parse(quote!(period = 30u32, threshold = 255u8)).unwrap();
-        assert_eq!((args.period_us, args.threshold), (30_000_000, 255));
+        assert_eq!(fixed(&args), (30_000_000, 255));
     }
 
     #[test]
@@ -780,8 +1028,8 @@ mod tests {
         );
         assert_eq!(
             error_of(quote!(period = 1, threshold = 2, colour = "red")),
-            "unknown argument `colour`; expected one of `period`, `threshold`, `key`, \
-             `limiter`, `name`, `crate`"
+            "unknown argument `colour`; expected one of `period`, `threshold`, `key`, `rate`, \
+             `cost`, `exempt`, `decision`, `label`, `limiter`, `name`, `crate`"
         );
     }
 
@@ -804,7 +1052,8 @@ mod tests {
             "missing `period` argument, e.g. `period = 60`"
         );
         let both = "missing `period` and `threshold` arguments, e.g. \
-                    `#[rate_limit(period = 60, threshold = 10)]`";
+                    `#[rate_limit(period = 60, threshold = 10)]` (or a `Rate` chosen per call: \
+                    `rate = plan.rate()`)";
         assert_eq!(error_of(quote!()), both);
         assert_eq!(error_of(quote!(name = "x")), both);
     }
@@ -882,5 +1131,130 @@ mod tests {
              rename it"
         );
         assert!(errors(quote!(period = 1, threshold = 1, key = __ratelimit_id)).is_empty());
+    }
+
+    #[test]
+    fn rate_cost_exempt_decision_and_label() {
+        let args = parse(quote!(
+            rate = plan.rate(),
+            key = user,
+            cost = items.len(),
+            exempt = caller.is_internal(),
+            decision = d,
+            label = "daily",
+        ))
+        .unwrap_or_else(|err| panic!("{err}"));
+        assert!(matches!(args.rate, RateArg::Expr(_)));
+        assert!(matches!(args.cost, Some(CostArg::Expr(_))));
+        assert!(args.exempt.is_some());
+        assert_eq!(args.decision.map(|d| d.to_string()).as_deref(), Some("d"));
+        assert_eq!(args.label.map(|l| l.value()).as_deref(), Some("daily"));
+        let literal = parse(quote!(period = 1, threshold = 10, cost = 10)).unwrap();
+        assert!(matches!(literal.cost, Some(CostArg::Literal(10))));
+        assert!(!literal.is_plain());
+    }
+
+    #[test]
+    fn rate_excludes_period_and_threshold() {
+        let message = "`rate` gives the period and the threshold: remove `period` and \
+                       `threshold`, or remove `rate`";
+        assert_eq!(error_of(quote!(rate = r, period = 1)), message);
+        assert_eq!(error_of(quote!(threshold = 1, rate = r)), message);
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, rate = r)),
+            message
+        );
+    }
+
+    #[test]
+    fn literal_costs_are_checked() {
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 5, cost = 0)),
+            "`cost = 0` never counts a call, so this limit could never deny; remove `cost` \
+             (a call costs 1) or remove the limit"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 5, cost = 6)),
+            "`cost = 6` is above `threshold = 5`: no window could ever admit the call"
+        );
+        assert!(errors(quote!(period = 1, threshold = 5, cost = 5)).is_empty());
+        assert_eq!(
+            error_of(quote!(rate = r, cost = 10001)),
+            "`cost` must be at most 10000: the sliding window log records a call of cost `c` \
+             as `c` entries"
+        );
+        assert_eq!(
+            error_of(quote!(rate = r, cost = -1)),
+            "`cost` cannot be negative; it must be at least 1"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, cost = 1, cost = 1)),
+            "duplicate `cost` argument"
+        );
+    }
+
+    #[test]
+    fn decision_and_label_take_a_name_and_a_string() {
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, decision = a.b)),
+            "`decision` takes the name the body reads the decisions by, e.g. `decision = d`"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, decision = __ratelimit)),
+            "`__ratelimit` is reserved by `#[rate_limit]`; choose another name"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, label = burst)),
+            "`label` must be a string literal, e.g. `label = \"burst\"`"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, label = "")),
+            "`label` must be non-empty printable ASCII: it is sent to clients in the \
+             `RateLimit` fields"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, label = "é")),
+            "`label` must be non-empty printable ASCII: it is sent to clients in the \
+             `RateLimit` fields"
+        );
+    }
+
+    #[test]
+    fn a_limiter_made_on_every_call_is_refused() {
+        for tokens in [
+            quote!(period = 1, threshold = 1, limiter = &Limiter::memory()),
+            quote!(period = 1, threshold = 1, limiter = Limiter::memory()),
+            quote!(
+                period = 1,
+                threshold = 1,
+                limiter = &ratelimit_runtime::Limiter::memory()
+            ),
+            quote!(
+                period = 1,
+                threshold = 1,
+                limiter = &Limiter::builder().build_now().unwrap()
+            ),
+            quote!(
+                period = 1,
+                threshold = 1,
+                limiter = &Limiter::builder().build().await?
+            ),
+        ] {
+            let message = error_of(tokens.clone());
+            assert!(
+                message.contains("none is ever denied"),
+                "{tokens}: {message}"
+            );
+            assert!(message.contains("LazyLock"), "{message}");
+        }
+        for tokens in [
+            quote!(period = 1, threshold = 1, limiter = &LIMITER),
+            quote!(period = 1, threshold = 1, limiter = &self.limiter),
+            quote!(period = 1, threshold = 1, limiter = limiter()),
+            quote!(period = 1, threshold = 1, limiter = &*LIMITER),
+            quote!(period = 1, threshold = 1, limiter = state.limiter()),
+        ] {
+            assert!(errors(tokens.clone()).is_empty(), "{tokens}");
+        }
     }
 }

@@ -1,19 +1,31 @@
-//! Code generation for `#[rate_limit]`: a guard block prepended to the function's body.
+//! Code generation for `#[rate_limit]`: a guard block prepended to the function's body, for
+//! one limit in the plain form, or for a composite check (several stacked limits, or one with
+//! `rate`, `cost`, `exempt`, `decision` or `label`).
 
 use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 
-use crate::args::{self, Args};
+use crate::args::{self, Args, CostArg, RateArg};
 use crate::item::{self, AsyncFn, Flavor};
 use crate::spans::{first_and_last_spans, respan};
+use crate::stack::{self, Limits};
 
 /// The attribute: the function with its guard, or, on any error, the function exactly as
-/// written followed by the errors (so the rest of the crate, and the IDE, still see it).
+/// written followed by the errors (so the rest of the crate, and the IDE, still see it). On an
+/// error in stacked attributes, the function is written without any of them.
 pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
     let args = args::parse(args);
     let function = item::parse(item.clone());
     match (args, function) {
-        (Ok(args), Ok(function)) => expand(&args, function),
+        (Ok(args), Ok(mut function)) => match stack::collect(args, &mut function.attrs) {
+            Ok(limits) if limits.is_plain() => expand(&limits, function),
+            Ok(limits) => expand_composite(&limits, function),
+            Err(err) => {
+                let mut output = function.into_token_stream();
+                output.extend(err.into_compile_error());
+                output
+            }
+        },
         (args, function) => {
             let (function_error, mut output) = match function {
                 Ok(_) => (None, item),
@@ -74,7 +86,8 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
 // The function is used (its type name gives the scope), so it is never dead code. The key is
 // evaluated and formatted in its own `let`, so its temporaries (and borrows of the arguments)
 // end before the `.await` and before the body.
-fn expand(args: &Args, function: AsyncFn) -> TokenStream {
+fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
+    let args = &limits.limits[0];
     // Exhaustive: a field added to `AsyncFn` must be handled here, not silently dropped.
     let AsyncFn {
         attrs,
@@ -85,84 +98,24 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
         output_span,
         flavor,
     } = function;
-    let krate = runtime_path(args);
-
-    let site = Span::mixed_site();
-    let local = Ident::new(args::RESERVED, site);
-
-    // The body's braces, as written but in the macro's context: to rustc's `unused_braces`
-    // lint, the block we nest the body in looks like the user's, and a one-expression body
-    // (`{ Ok(()) }`) would be reported as unnecessary braces.
-    let mut body_block = Group::new(Delimiter::Brace, body.stream());
-    body_block.set_span(site.located_at(body.span()));
-    // The function's own braces keep the span of the body's: rustc takes the item's span from
-    // its first and last tokens, and an item whose span comes from a macro gets no `dead_code`
-    // warning, which an unused function under `#[rate_limit]` must still get.
-    let braces = |stream: TokenStream| {
-        let mut group = Group::new(Delimiter::Brace, stream);
-        group.set_span(body.span());
-        group
-    };
-    let body = body_block;
-
-    let threshold = Literal::u64_unsuffixed(args.threshold);
-    let period_us = Literal::u64_unsuffixed(args.period_us);
-    let rate = quote! {
-        const {
-            #krate::Rate::new_const(
-                #threshold,
-                #krate::__private::Duration::from_micros(#period_us),
-            )
-        }
-    };
-
-    let scope = match &args.name {
-        Some(name) => quote! { #krate::__private::named_scope(&#local, #name) },
-        // Worked out once per function, on its first call: a static of the block.
-        None => {
-            let cache = Ident::new("__RATELIMIT_SCOPE", site);
-            quote! {
-                {
-                    static #cache: #krate::__private::Scope = #krate::__private::Scope::new();
-                    #cache.of(&#local)
-                }
-            }
-        }
-    };
+    let krate = runtime_path(limits);
+    let local = Ident::new(args::RESERVED, Span::mixed_site());
+    let Body { braces, body } = Body::of(&body);
+    let rate = rate(&krate, &args.rate);
+    let scope = scope(&krate, args.name.as_ref());
     let key = match &args.key {
         Some(expr) => {
-            // `&(expr)` spans the expression, where rustc reports a key without `Display`.
-            let [first, last] = first_and_last_spans(expr.to_token_stream());
-            let mut parenthesized = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
-            parenthesized.set_span(last);
-            let borrow = quote_spanned! {first=> & #parenthesized };
+            let borrow = borrow(expr);
             quote! {
                 ::core::option::Option::Some(#krate::__private::scoped_key(#local, #borrow))
             }
         }
         None => quote! { ::core::option::Option::None },
     };
-    let limiter = match &args.limiter {
-        Some(expr) => expr.to_token_stream(),
-        None => quote! { #krate::__private::global() },
-    };
-    // At the return type: an `E` without `From<RateLimitError>`, or a return type that is not
-    // a `Result`, is reported there.
-    // The path's first tokens at the type's first, its last at the type's last: rustc reports
-    // the path from one to the other, the whole type.
-    let [first, last] = output_span;
-    let denied = {
-        let path = respan(quote! { #krate::__private:: }, first);
-        let name = Ident::new("denied", last);
-        quote! { #path #name }
-    };
-    // `denied(err)`, its parentheses at the type's last token too: rustc reports a call from
-    // its path to its closing parenthesis.
-    let denied_call = |argument: &Ident| {
-        let mut arguments = Group::new(Delimiter::Parenthesis, argument.to_token_stream());
-        arguments.set_span(last);
-        quote! { #denied #arguments }
-    };
+    let limiter = limiter(&krate, limits);
+    let denied = Denied::at(&krate, output_span);
+    let denied_call = |argument: &Ident| denied.call(argument);
+    let denied = &denied.path;
 
     match flavor {
         Flavor::Async => {
@@ -240,10 +193,339 @@ fn expand(args: &Args, function: AsyncFn) -> TokenStream {
     }
 }
 
+// Input (stacked attributes, or one with `rate`, `cost`, `exempt`, `decision` or `label`):
+//
+//     #[rate_limit(period = 1, threshold = 5, key = user)]
+//     #[rate_limit(rate = plan.daily(), key = user, cost = items.len(), exempt = vip, decision = d)]
+//     async fn search(user: &str, plan: &Plan, items: &[Item], vip: bool) -> Result<Hits, E> {
+//         body
+//     }
+//
+// Output:
+//
+//     async fn search(user: &str, plan: &Plan, items: &[Item], vip: bool) -> Result<Hits, E> {
+//         let d = {
+//             fn __ratelimit() {}
+//             let __ratelimit: &'static ::core::primitive::str = /* the scope, as above */;
+//             let mut __ratelimit = #krate::__private::Stack::new(
+//                 __ratelimit,
+//                 #krate::__private::Layout::Stacked, // `One` for one attribute
+//                 2,
+//             );
+//             __ratelimit.keyed(
+//                 #krate::__private::LimitSpec {
+//                     name: ::core::option::Option::None, // or `Some("name")`
+//                     rate: const { #krate::Rate::new_const(5, ..) },
+//                     rate_chosen_per_call: false,
+//                     cost: 1,
+//                     label: ::core::option::Option::None,
+//                 },
+//                 &(user), // spanned at the key; `.limit(spec)` without a key
+//             );
+//             if !#krate::__private::exempt(vip) {
+//                 __ratelimit.keyed(
+//                     #krate::__private::LimitSpec {
+//                         rate: plan.daily(), // where rustc reports a type other than `Rate`
+//                         rate_chosen_per_call: true,
+//                         cost: #krate::__private::cost(items.len()), // `u8`..`u64`, `usize`
+//                         ..
+//                     },
+//                     &(user),
+//                 );
+//             }
+//             match #krate::__private::check_stack(#limiter, __ratelimit).await {
+//                 ::core::result::Result::Ok(__ratelimit) => __ratelimit,
+//                 ::core::result::Result::Err(__ratelimit) => {
+//                     return #krate::__private::denied(__ratelimit); // at the return type
+//                 }
+//             }
+//         };
+//         let d: &#krate::Decisions = &d;
+//         {
+//             body
+//         }
+//     }
+//
+// Without `decision`, the block is the plain form's: `if let Err(..) = check_stack(..).await`.
+// Under `#[async_trait]` (where `decision` is refused), the block makes
+// `(__ratelimit, owned_limiter(#limiter))` for `guarded_stack`, as the plain form does for
+// `guarded`.
+fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
+    if let (Flavor::AsyncTrait, Some(decision)) = (function.flavor, &limits.decision) {
+        let mut output = function.into_token_stream();
+        output.extend(
+            syn::Error::new_spanned(
+                decision,
+                "`decision` is not available under `#[async_trait]`, which makes the body's \
+                 future before the check runs; use a native `async fn` in the trait (Rust \
+                 1.75 and later), or read the limits by hand with `Limiter::check_all`",
+            )
+            .into_compile_error(),
+        );
+        return output;
+    }
+    let AsyncFn {
+        attrs,
+        vis,
+        defaultness,
+        sig,
+        body,
+        output_span,
+        flavor,
+    } = function;
+    let krate = runtime_path(limits);
+    let local = Ident::new(args::RESERVED, Span::mixed_site());
+    let Body { braces, body } = Body::of(&body);
+    let layout = if limits.limits.len() == 1 {
+        quote! { #krate::__private::Layout::One }
+    } else {
+        quote! { #krate::__private::Layout::Stacked }
+    };
+    // The function's scope, the default of every limit without a `name`; when all have one,
+    // the first's, for the metrics and the span.
+    let unnamed = limits.limits.iter().any(|args| args.name.is_none());
+    let scope = scope(
+        &krate,
+        if unnamed {
+            None
+        } else {
+            limits.limits[0].name.as_ref()
+        },
+    );
+    let capacity = Literal::usize_unsuffixed(limits.limits.len());
+    let pushes = limits.limits.iter().map(|args| push(&krate, &local, args));
+    let stack = quote! {
+        fn #local() {}
+        let #local: &'static ::core::primitive::str = #scope;
+        let mut #local = #krate::__private::Stack::new(#local, #layout, #capacity);
+        #(#pushes)*
+    };
+    let limiter = limiter(&krate, limits);
+    let denied = Denied::at(&krate, output_span);
+    let fn_body = match flavor {
+        Flavor::Async => {
+            let deny = denied.call(&local);
+            let check = quote! { #krate::__private::check_stack(#limiter, #local).await };
+            match &limits.decision {
+                Some(decision) => braces(quote! {
+                    let #decision = {
+                        #stack
+                        match #check {
+                            ::core::result::Result::Ok(#local) => #local,
+                            ::core::result::Result::Err(#local) => return #deny,
+                        }
+                    };
+                    let #decision: &#krate::Decisions = &#decision;
+                    #body
+                }),
+                None => braces(quote! {
+                    {
+                        #stack
+                        if let ::core::result::Result::Err(#local) = #check {
+                            return #deny;
+                        }
+                    }
+                    #body
+                }),
+            }
+        }
+        Flavor::AsyncTrait => {
+            let deny = &denied.path;
+            braces(quote! {
+                ::std::boxed::Box::pin(#krate::__private::guarded_stack(
+                    {
+                        #stack
+                        (#local, #krate::__private::owned_limiter(#limiter))
+                    },
+                    #deny,
+                    #body,
+                ))
+            })
+        }
+    };
+    quote! {
+        #(#attrs)*
+        #vis #defaultness #sig #fn_body
+    }
+}
+
+/// One limit's statement in a composite check: its [`LimitSpec`] pushed on the stack, unless
+/// its `exempt` expression is true.
+///
+/// [`LimitSpec`]: ../../ratelimit_runtime/__private/struct.LimitSpec.html
+fn push(krate: &TokenStream, local: &Ident, args: &Args) -> TokenStream {
+    let option = |value: Option<TokenStream>| match value {
+        Some(value) => quote! { ::core::option::Option::Some(#value) },
+        None => quote! { ::core::option::Option::None },
+    };
+    let name = option(args.name.as_ref().map(ToTokens::to_token_stream));
+    let label = option(args.label.as_ref().map(ToTokens::to_token_stream));
+    let rate = rate(krate, &args.rate);
+    let chosen = matches!(args.rate, RateArg::Expr(_));
+    let cost = match &args.cost {
+        None => quote! { 1 },
+        Some(CostArg::Literal(cost)) => Literal::u64_unsuffixed(*cost).to_token_stream(),
+        Some(CostArg::Expr(expr)) => {
+            // The call spanned at the expression: rustc reports a type without `Cost` there.
+            let [first, last] = first_and_last_spans(expr.to_token_stream());
+            let path = respan(quote! { #krate::__private::cost }, first);
+            let mut argument = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
+            argument.set_span(last);
+            quote! { #path #argument }
+        }
+    };
+    let spec = quote! {
+        #krate::__private::LimitSpec {
+            name: #name,
+            rate: #rate,
+            rate_chosen_per_call: #chosen,
+            cost: #cost,
+            label: #label,
+        }
+    };
+    let push = match &args.key {
+        Some(key) => {
+            let borrow = borrow(key);
+            quote! { #local.keyed(#spec, #borrow); }
+        }
+        None => quote! { #local.limit(#spec); },
+    };
+    match &args.exempt {
+        Some(exempt) => {
+            let [first, last] = first_and_last_spans(exempt.to_token_stream());
+            let path = respan(quote! { #krate::__private::exempt }, first);
+            let mut argument = Group::new(Delimiter::Parenthesis, exempt.to_token_stream());
+            argument.set_span(last);
+            quote! {
+                if !#path #argument {
+                    #push
+                }
+            }
+        }
+        None => push,
+    }
+}
+
+/// The function's body, in the braces the expansion nests it in, and the braces of the
+/// function's own block.
+struct Body<F> {
+    braces: F,
+    body: Group,
+}
+
+impl Body<()> {
+    fn of(body: &Group) -> Body<impl Fn(TokenStream) -> Group> {
+        // The body's braces, as written but in the macro's context: to rustc's
+        // `unused_braces` lint, the block we nest the body in looks like the user's, and a
+        // one-expression body (`{ Ok(()) }`) would be reported as unnecessary braces.
+        let mut body_block = Group::new(Delimiter::Brace, body.stream());
+        body_block.set_span(Span::mixed_site().located_at(body.span()));
+        // The function's own braces keep the span of the body's: rustc takes the item's span
+        // from its first and last tokens, and an item whose span comes from a macro gets no
+        // `dead_code` warning, which an unused function under `#[rate_limit]` must still get.
+        let span = body.span();
+        Body {
+            braces: move |stream: TokenStream| {
+                let mut group = Group::new(Delimiter::Brace, stream);
+                group.set_span(span);
+                group
+            },
+            body: body_block,
+        }
+    }
+}
+
+/// A fixed rate as a constant, or the `rate` expression as written (where rustc reports a type
+/// other than `Rate`).
+fn rate(krate: &TokenStream, rate: &RateArg) -> TokenStream {
+    match rate {
+        RateArg::Fixed {
+            period_us,
+            threshold,
+        } => {
+            let threshold = Literal::u64_unsuffixed(*threshold);
+            let period_us = Literal::u64_unsuffixed(*period_us);
+            quote! {
+                const {
+                    #krate::Rate::new_const(
+                        #threshold,
+                        #krate::__private::Duration::from_micros(#period_us),
+                    )
+                }
+            }
+        }
+        RateArg::Expr(expr) => expr.to_token_stream(),
+    }
+}
+
+/// The scope: the `name`, or the function's path, worked out once per function, on its first
+/// call (a static of the block).
+fn scope(krate: &TokenStream, name: Option<&syn::LitStr>) -> TokenStream {
+    let site = Span::mixed_site();
+    let local = Ident::new(args::RESERVED, site);
+    match name {
+        Some(name) => quote! { #krate::__private::named_scope(&#local, #name) },
+        None => {
+            let cache = Ident::new("__RATELIMIT_SCOPE", site);
+            quote! {
+                {
+                    static #cache: #krate::__private::Scope = #krate::__private::Scope::new();
+                    #cache.of(&#local)
+                }
+            }
+        }
+    }
+}
+
+/// `&(expr)`, spanned at the expression, where rustc reports a key without `Display`.
+fn borrow(expr: &syn::Expr) -> TokenStream {
+    let [first, last] = first_and_last_spans(expr.to_token_stream());
+    let mut parenthesized = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
+    parenthesized.set_span(last);
+    quote_spanned! {first=> & #parenthesized }
+}
+
+/// The `limiter` expression, or the process-wide default.
+fn limiter(krate: &TokenStream, limits: &Limits) -> TokenStream {
+    match &limits.limiter {
+        Some(expr) => expr.to_token_stream(),
+        None => quote! { #krate::__private::global() },
+    }
+}
+
+/// `#krate::__private::denied`, spanned at the return type: an `E` without
+/// `From<RateLimitError>`, or a return type that is not a `Result`, is reported there.
+struct Denied {
+    path: TokenStream,
+    last: Span,
+}
+
+impl Denied {
+    fn at(krate: &TokenStream, [first, last]: [Span; 2]) -> Denied {
+        // The path's first tokens at the type's first, its last at the type's last: rustc
+        // reports the path from one to the other, the whole type.
+        let path = respan(quote! { #krate::__private:: }, first);
+        let name = Ident::new("denied", last);
+        Denied {
+            path: quote! { #path #name },
+            last,
+        }
+    }
+
+    /// `denied(argument)`, its parentheses at the type's last token too: rustc reports a call
+    /// from its path to its closing parenthesis.
+    fn call(&self, argument: &Ident) -> TokenStream {
+        let mut arguments = Group::new(Delimiter::Parenthesis, argument.to_token_stream());
+        arguments.set_span(self.last);
+        let path = &self.path;
+        quote! { #path #arguments }
+    }
+}
+
 /// The runtime crate's path: `crate = "..."`, else its name in the caller's `Cargo.toml`
 /// (a renamed dependency works), else `::ratelimit_runtime`.
-fn runtime_path(args: &Args) -> TokenStream {
-    if let Some(path) = &args.krate {
+fn runtime_path(limits: &Limits) -> TokenStream {
+    if let Some(path) = &limits.krate {
         return path.to_token_stream();
     }
     match proc_macro_crate::crate_name("ratelimit-runtime") {

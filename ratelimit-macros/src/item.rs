@@ -124,22 +124,6 @@ fn parse_item(input: ParseStream) -> syn::Result<Checked> {
         output_span,
         flavor,
     };
-    // Two limits on one function would record each call twice on one scope (or record in one
-    // limit calls the other denies): refuse the second attribute. Emitted as written, the
-    // function keeps the other attribute's limit.
-    if let Some(again) = function.attrs.iter().find(|attr| {
-        attr.path()
-            .segments
-            .last()
-            .is_some_and(|segment| segment.ident == "rate_limit")
-    }) {
-        let error = syn::Error::new_spanned(
-            again,
-            "`#[rate_limit]` is applied twice to this function; keep one, or put the other \
-             limit on a function this one calls",
-        );
-        return Ok(Err((error, function)));
-    }
     if let Some(constness) = constness {
         // Emitted without `const`, so that rustc does not add "functions cannot be both
         // `const` and `async`" for the same mistake.

@@ -18,6 +18,7 @@ mod duration;
 mod expand;
 mod item;
 mod spans;
+mod stack;
 mod suggest;
 
 #[cfg(test)]

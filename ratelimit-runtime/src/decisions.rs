@@ -118,10 +118,21 @@ impl Decisions {
         }
     }
 
-    /// The deciding limit (see [`Decisions`]).
+    /// The decisions of a call exempt from every limit (`#[rate_limit(exempt = ..)]`): no
+    /// limit, see [`is_empty`](Decisions::is_empty).
+    pub(crate) fn exempt() -> Decisions {
+        Decisions {
+            limits: Vec::new(),
+            deciding: 0,
+        }
+    }
+
+    /// The deciding limit (see [`Decisions`]). For a call exempt from every limit
+    /// ([`is_empty`](Decisions::is_empty)), a placeholder labelled `exempt`: admitted, with
+    /// `limit` and `remaining` at `u64::MAX`, and the largest rate.
     #[must_use]
     pub fn deciding(&self) -> &LimitDecision {
-        &self.limits[self.deciding]
+        self.limits.get(self.deciding).unwrap_or(&EXEMPT)
     }
 
     /// The deciding limit's index, in the check's order.
@@ -134,18 +145,28 @@ impl Decisions {
         self.limits.iter()
     }
 
-    /// How many limits the check had (at least one).
+    /// How many limits the check had: at least one, except for a call that
+    /// `#[rate_limit(exempt = ..)]` exempted from every limit of its function (0).
     #[must_use]
     pub fn len(&self) -> usize {
         self.limits.len()
     }
 
-    /// `false`: a check has at least one limit.
+    /// Whether the call was exempt from every limit (then nothing was checked or recorded:
+    /// the decisions list no limit, deref to an admission without limit, and
+    /// [`headers`](Decisions::headers) writes no field). `false` for every by-hand check.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.limits.is_empty()
     }
 }
+
+/// The deciding "limit" of a call exempt from every limit.
+static EXEMPT: LimitDecision = LimitDecision {
+    label: Cow::Borrowed("exempt"),
+    rate: Rate::new_const(Rate::MAX_THRESHOLD, Rate::MAX_PERIOD),
+    decision: Decision::admitted(u64::MAX, u64::MAX, Duration::ZERO),
+};
 
 impl Deref for Decisions {
     type Target = Decision;
@@ -187,7 +208,7 @@ fn unique(label: Cow<'static, str>, taken: impl Fn(&str) -> bool) -> Cow<'static
 }
 
 /// The default labels of `rates`, as [`Decisions`] gives them: each one's window, made unique.
-#[cfg_attr(not(feature = "axum"), allow(dead_code))] // the layer's; the attribute's next
+#[cfg_attr(not(feature = "axum"), allow(dead_code))] // the layer's
 pub(crate) fn window_labels(rates: &[Rate]) -> Vec<String> {
     let mut labels: Vec<String> = Vec::with_capacity(rates.len());
     for rate in rates {

@@ -269,9 +269,10 @@ impl CompositeHeaders {
     }
 
     /// Every field as `(name, value)`: `RateLimit-Policy`, `RateLimit`, then `Retry-After` on
-    /// a denial.
+    /// a denial; none for a call exempt from every limit ([`Decisions::is_empty`]).
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, String)> + use<> {
-        fields(self.policy(), self.rate_limit(), self.retry_after)
+        let exempt = self.policies.is_empty();
+        fields(self.policy(), self.rate_limit(), self.retry_after).filter(move |_| !exempt)
     }
 
     fn list(&self, item: fn(&RateLimitHeaders, &mut String, &str)) -> String {

@@ -8,8 +8,10 @@ use std::task::{Context, Poll, ready};
 
 use crate::check::Checking;
 use crate::decision::Decision;
+use crate::decisions::{Decisions, window};
 use crate::error::{Denied, RateLimitError};
 use crate::key::{Key, unscoped};
+use crate::limit::Limit;
 use crate::limiter::Limiter;
 use crate::rate::Rate;
 
@@ -248,6 +250,246 @@ impl<E: From<RateLimitError>> FromRateLimitError for E {
         E::from(err)
     }
 }
+
+/// Where a function's limits keep their logs, when its check is a composite one (any
+/// attribute argument beyond `period`, `threshold`, `key`, `limiter`, `name` and `crate`, or
+/// several attributes).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Layout {
+    /// One attribute: the plain form's keys, `<scope>` or `<scope>:<key>`, so that adding
+    /// `cost`, `exempt`, `decision` or `label` keeps the log; `rate = expr` appends the
+    /// period, `:<window>` (a rate of another period is another log).
+    One,
+    /// Stacked attributes: `<scope>:{<key>}:<window>`, or `{<scope>}:<window>` without a key.
+    /// The hash tag puts a call's limits of one key in one Redis Cluster slot (one round
+    /// trip); a `-2`, `-3`... follows a key that an earlier limit of the call already has.
+    Stacked,
+}
+
+/// One limit of a composite check, as the generated code writes it.
+pub struct LimitSpec {
+    /// The attribute's `name`, else the function's scope.
+    pub name: Option<&'static str>,
+    /// The rate, fixed or from `rate = expr` (whose period is then in the key).
+    pub rate: Rate,
+    /// Whether the rate came from `rate = expr`.
+    pub rate_chosen_per_call: bool,
+    /// The call's cost, from [`cost`].
+    pub cost: u64,
+    /// The attribute's `label`.
+    pub label: Option<&'static str>,
+}
+
+/// The limits of one call of a function with a composite check, built by the generated code
+/// before the check (keys formatted, rates and costs evaluated, exempt limits left out) and
+/// checked by [`check_stack`].
+pub struct Stack {
+    scope: &'static str,
+    layout: Layout,
+    parts: Vec<Part>,
+}
+
+/// One limit of a [`Stack`]: its scope, its key in the store, where the caller's key lies in
+/// it, and the rest of its [`LimitSpec`].
+struct Part {
+    scope: &'static str,
+    key: String,
+    caller_key: Option<std::ops::Range<usize>>,
+    rate: Rate,
+    cost: u64,
+    label: Option<&'static str>,
+}
+
+impl Stack {
+    /// The limits of a call of the function `scope` (its path or its first `name`), laid out
+    /// as `layout`, with room for `capacity` of them.
+    #[must_use]
+    pub fn new(scope: &'static str, layout: Layout, capacity: usize) -> Stack {
+        Stack {
+            scope,
+            layout,
+            parts: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Adds a limit without a `key`: one log for every call.
+    pub fn limit(&mut self, spec: LimitSpec) {
+        self.push(spec, None::<&str>);
+    }
+
+    /// Adds a limit keyed by `key`'s `Display` output.
+    pub fn keyed<K: Display + ?Sized>(&mut self, spec: LimitSpec, key: &K) {
+        self.push(spec, Some(key));
+    }
+
+    fn push<K: Display + ?Sized>(&mut self, spec: LimitSpec, key: Option<&K>) {
+        let scope = spec.name.unwrap_or(self.scope);
+        let window = match (self.layout, spec.rate_chosen_per_call) {
+            (Layout::Stacked, _) | (Layout::One, true) => Some(window(spec.rate.period())),
+            (Layout::One, false) => None,
+        };
+        let window_len = window.as_ref().map_or(0, |window| window.len() + 1);
+        let key_len = key.map_or(0, |key| display_len(key) + 3);
+        let mut text = String::with_capacity(scope.len() + key_len + window_len + 2);
+        let mut caller_key = None;
+        match (self.layout, key) {
+            (Layout::One, None) => text.push_str(scope),
+            (Layout::One, Some(key)) => {
+                text.push_str(scope);
+                text.push(':');
+                let start = text.len();
+                let _ = write!(text, "{key}");
+                caller_key = Some(start..text.len());
+            }
+            (Layout::Stacked, None) => {
+                text.push('{');
+                text.push_str(scope);
+                text.push('}');
+            }
+            (Layout::Stacked, Some(key)) => {
+                text.push_str(scope);
+                text.push_str(":{");
+                let start = text.len();
+                let _ = write!(text, "{key}");
+                caller_key = Some(start..text.len());
+                text.push('}');
+            }
+        }
+        if let Some(window) = window {
+            text.push(':');
+            text.push_str(&window);
+        }
+        self.parts.push(Part {
+            scope,
+            key: text,
+            caller_key,
+            rate: spec.rate,
+            cost: spec.cost,
+            label: spec.label,
+        });
+    }
+
+    /// Gives each limit a key of its own: a key an earlier limit has (two rates of one period
+    /// on one key) gets `-2`, `-3`...
+    fn deduplicate(&mut self) {
+        for i in 1..self.parts.len() {
+            let (earlier, rest) = self.parts.split_at_mut(i);
+            let part = &mut rest[0];
+            let base_len = part.key.len();
+            let mut n = 1;
+            while earlier.iter().any(|other| other.key == part.key) {
+                n += 1;
+                part.key.truncate(base_len);
+                let _ = write!(part.key, "-{n}");
+            }
+        }
+    }
+}
+
+/// Checks a call's [`Stack`] as one check of several limits
+/// ([`Limiter::check_all`](crate::Limiter::check_all)'s semantics), in the scope of its first
+/// limit. A call exempt from every limit is admitted without a check, its decisions empty.
+///
+/// # Errors
+///
+/// [`RateLimitError::Denied`] when the call is denied, naming the deciding limit's scope and
+/// key and carrying every limit's decision; [`RateLimitError::CostTooHigh`] for a cost above
+/// its limit's threshold or [`MAX_COST`](crate::MAX_COST) (a `usize` cost above `u32::MAX`
+/// included); otherwise as [`Limiter::check_all`](crate::Limiter::check_all).
+pub async fn check_stack(limiter: &Limiter, mut stack: Stack) -> Result<Decisions, RateLimitError> {
+    if stack.parts.is_empty() {
+        return Ok(Decisions::exempt());
+    }
+    if let Some(error) = stack
+        .parts
+        .iter()
+        .find_map(|part| RateLimitError::cost_too_high(part.cost, part.rate))
+    {
+        return Err(error);
+    }
+    stack.deduplicate();
+    let limits = stack
+        .parts
+        .iter()
+        .map(|part| {
+            // Within the threshold, so within `u32`.
+            let cost = u32::try_from(part.cost).unwrap_or(u32::MAX);
+            let limit = Limit::new(part.key.as_str(), part.rate).with_cost(cost);
+            match part.label {
+                Some(label) => limit.with_label(label),
+                None => limit,
+            }
+        })
+        .collect();
+    let decisions = limiter.checking_all(stack.parts[0].scope, limits).await?;
+    if decisions.allowed {
+        return Ok(decisions);
+    }
+    let part = &stack.parts[decisions.deciding_index()];
+    let key = part
+        .caller_key
+        .clone()
+        .map(|range| part.key[range].to_owned());
+    let denied = Denied::of_several(part.scope, key, decisions);
+    Err(RateLimitError::Denied(Box::new(denied)))
+}
+
+/// The future of a method of an `#[async_trait]` impl with a composite check: as
+/// [`guarded`], for [`check_stack`].
+///
+/// # Errors
+///
+/// `Err(E::from(err))` when the check answers `err`, as [`check_stack`].
+pub async fn guarded_stack<F: Future>(
+    (stack, limiter): (Stack, Limiter),
+    deny: fn(RateLimitError) -> F::Output,
+    body: F,
+) -> F::Output {
+    if let Err(err) = check_stack(&limiter, stack).await {
+        return deny(err);
+    }
+    body.await
+}
+
+/// The `exempt` expression, as a `bool` (rustc reports another type at the expression).
+#[must_use]
+#[inline]
+pub const fn exempt(exempt: bool) -> bool {
+    exempt
+}
+
+/// The `cost` expression, as a `u64`: any unsigned integer ([`Cost`]).
+#[must_use]
+#[inline]
+pub fn cost<C: Cost>(cost: C) -> u64 {
+    cost.into_cost()
+}
+
+/// A type a `cost` expression may have: an unsigned integer. A `usize` or `u64` above
+/// `u32::MAX` is kept whole, and the check fails with [`RateLimitError::CostTooHigh`].
+#[diagnostic::on_unimplemented(
+    message = "`cost` must be an unsigned integer (`u32`, or `usize` such as `items.len()`), not `{Self}`",
+    label = "not an unsigned integer",
+    note = "a call of cost `c` is admitted iff the window's recorded cost plus `c` stays within the threshold"
+)]
+pub trait Cost {
+    /// The cost, widened to `u64`.
+    fn into_cost(self) -> u64;
+}
+
+macro_rules! cost_types {
+    ($($t:ty),*) => {
+        $(impl Cost for $t {
+            #[inline]
+            fn into_cost(self) -> u64 {
+                // Lossless: `usize` is at most 64 bits on every target Rust supports.
+                self as u64
+            }
+        })*
+    };
+}
+
+cost_types!(u8, u16, u32, u64, usize);
 
 #[cfg(test)]
 mod tests {
