@@ -222,7 +222,7 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
 //                 },
 //                 &(user), // spanned at the key; `.limit(spec)` without a key
 //             );
-//             if !#krate::__private::exempt(vip) {
+//             if !{ let __ratelimit: bool = vip; __ratelimit } { // `bool` spanned at `vip`
 //                 __ratelimit.keyed(
 //                     #krate::__private::LimitSpec {
 //                         rate: plan.daily(), // where rustc reports a type other than `Rate`
@@ -392,12 +392,15 @@ fn push(krate: &TokenStream, local: &Ident, args: &Args) -> TokenStream {
     };
     match &args.exempt {
         Some(exempt) => {
-            let [first, last] = first_and_last_spans(exempt.to_token_stream());
-            let path = respan(quote! { #krate::__private::exempt }, first);
-            let mut argument = Group::new(Delimiter::Parenthesis, exempt.to_token_stream());
-            argument.set_span(last);
+            // `bool` spanned at the expression: rustc reports another type there, as its own
+            // "expected `bool`" (a `!` of an integer would compile).
+            let [first, _] = first_and_last_spans(exempt.to_token_stream());
+            let boolean = quote_spanned! {first=> ::core::primitive::bool };
             quote! {
-                if !#path #argument {
+                if !{
+                    let #local: #boolean = #exempt;
+                    #local
+                } {
                     #push
                 }
             }

@@ -144,14 +144,13 @@ fn agree<T: ToTokens + Clone>(
         match found {
             None => found = Some(value),
             Some(first) if tokens(first) == tokens(value) => {}
-            Some(first) => errors.push(syn::Error::new_spanned(
+            Some(_) => errors.push(syn::Error::new_spanned(
                 value,
                 format!(
                     "stacked `#[rate_limit]`s check one call against one limiter (all or \
                      nothing across two stores would be a distributed transaction), but this \
-                     `{argument}` differs from `{argument} = {}` on another; give `{argument}` \
-                     once, on any of them",
-                    tokens(first)
+                     `{argument}` differs from the one on another `#[rate_limit]` of this \
+                     function; give `{argument}` once, on any of them"
                 ),
             )),
         }
@@ -255,7 +254,8 @@ mod tests {
             [
                 "stacked `#[rate_limit]`s check one call against one limiter (all or nothing \
               across two stores would be a distributed transaction), but this `limiter` \
-              differs from `limiter = & A` on another; give `limiter` once, on any of them"
+              differs from the one on another `#[rate_limit]` of this function; give \
+              `limiter` once, on any of them"
             ]
         );
         assert!(

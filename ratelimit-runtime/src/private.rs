@@ -451,13 +451,6 @@ pub async fn guarded_stack<F: Future>(
     body.await
 }
 
-/// The `exempt` expression, as a `bool` (rustc reports another type at the expression).
-#[must_use]
-#[inline]
-pub const fn exempt(exempt: bool) -> bool {
-    exempt
-}
-
 /// The `cost` expression, as a `u64`: any unsigned integer ([`Cost`]).
 #[must_use]
 #[inline]

@@ -1,6 +1,10 @@
+use std::sync::LazyLock;
+
 use ratelimit_runtime::{Limiter, RateLimitError, rate_limit};
 
-#[rate_limit(period = 30, threshold = 2, limiter = Limiter::memory())]
+static LIMITER: LazyLock<Limiter> = LazyLock::new(Limiter::memory);
+
+#[rate_limit(period = 30, threshold = 2, limiter = LIMITER.clone())]
 async fn limited() -> Result<(), RateLimitError> {
     Ok(())
 }

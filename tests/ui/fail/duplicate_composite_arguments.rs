@@ -1,0 +1,23 @@
+use ratelimit_runtime::{RateLimitError, rate_limit};
+
+#[rate_limit(period = 60, threshold = 5, cost = 1, cost = 2)]
+async fn cost() -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 5, exempt = internal, exempt = true)]
+async fn exempt(internal: bool) -> Result<bool, RateLimitError> {
+    Ok(internal)
+}
+
+#[rate_limit(period = 60, threshold = 5, decision = d, decision = e)]
+async fn decision() -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 5, label = "a", label = "b")]
+async fn label() -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+fn main() {}
