@@ -1,6 +1,7 @@
 //! The Java articles' Spring `HelloController` in Rust: `GET /hello/sayHi`, at most 2 calls per 30
 //! seconds per user and URI, with the denial turned into a standard 429 by
-//! `RateLimitError`'s `IntoResponse` (feature `axum`).
+//! `RateLimitError`'s `IntoResponse` (feature `axum`); and `GET /hello/search`, under a burst
+//! limit and a daily quota checked together, whose admitted responses carry both limits' fields.
 //!
 //! ```java
 //! @RestController
@@ -18,7 +19,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::Response;
 use axum::routing::get;
-use ratelimit_runtime::{Limiter, RateLimitError, rate_limit};
+use ratelimit_runtime::{CompositeHeaders, Limiter, RateLimitError, rate_limit};
 
 use crate::user::{self, User, UserQuery};
 
@@ -26,6 +27,7 @@ use crate::user::{self, User, UserQuery};
 pub fn router(limiter: Limiter) -> Router {
     Router::new()
         .route("/hello/sayHi", get(say_hi))
+        .route("/hello/search", get(search))
         .with_state(limiter)
 }
 
@@ -44,6 +46,26 @@ async fn say_hi(
     OriginalUri(uri): OriginalUri,
 ) -> Result<String, RateLimitError> {
     Ok(format!("hi, {user}"))
+}
+
+/// `GET /hello/search`: at most 5 calls per second and 1000 per day per user, one decision (a
+/// call the burst limit denies does not use the daily quota). The body reads the check's
+/// decisions as `d` and sends every limit's `RateLimit-Policy` and `RateLimit` fields.
+#[rate_limit(period = 1, threshold = 5, name = "hello.search", key = user, label = "burst")]
+#[rate_limit(
+    period = "1d",
+    threshold = 1000,
+    name = "hello.search",
+    key = user,
+    label = "daily",
+    limiter = &limiter,
+    decision = d,
+)]
+async fn search(
+    State(limiter): State<Limiter>,
+    user: User,
+) -> Result<(CompositeHeaders, String), RateLimitError> {
+    Ok((d.headers(), format!("results for {user}")))
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for User {

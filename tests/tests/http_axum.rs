@@ -26,6 +26,39 @@ async fn say_hi_admits_two_calls_per_user_and_uri_then_answers_429() {
     hello::admits_two_calls_per_user_and_uri_then_answers_429(&base, &limiter).await;
 }
 
+/// The example's `GET /hello/search`: an admitted response carries both stacked limits'
+/// fields, read by the handler through `decision = d`; the limits' logs are the documented
+/// `<name>:{<key>}:<window>`.
+#[tokio::test]
+async fn search_sends_every_limits_fields_on_admitted_responses() {
+    let limiter = Limiter::memory();
+    let base = serve(examples::hello_axum::router(limiter.clone())).await;
+    let response = client()
+        .get(format!("{base}/hello/search"))
+        .header("X-User-Id", "alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let policies = support::parse_list(field(&response, "ratelimit-policy"));
+    let names: Vec<&str> = policies.iter().map(|item| item.name.as_str()).collect();
+    assert_eq!(names, ["burst", "daily"]);
+    assert_eq!(policies[0].param("q"), Some(5));
+    assert_eq!(policies[0].param("w"), Some(1));
+    assert_eq!(policies[1].param("q"), Some(1000));
+    assert_eq!(policies[1].param("w"), Some(86_400));
+    let limits = support::parse_list(field(&response, "ratelimit"));
+    assert_eq!(limits[0].param("r"), Some(4));
+    assert_eq!(limits[1].param("r"), Some(999));
+    assert_eq!(response.text().await.unwrap(), "results for alice");
+    let daily = ratelimit_runtime::Rate::new_const(1000, std::time::Duration::from_secs(86_400));
+    let peek = limiter
+        .check_n("hello.search:{alice}:1d", daily, 0)
+        .await
+        .unwrap();
+    assert_eq!(peek.remaining, 999);
+}
+
 /// An application error type: the attribute converts the denial with `From`, and the
 /// response delegates to `RateLimitError`'s.
 #[derive(Debug)]

@@ -348,7 +348,10 @@ async fn exempt_limits_are_skipped_and_others_still_apply() {
         assert!(exempted(&limiter, "ip", "d", true).await.is_ok());
     }
     let err = exempted(&limiter, "ip", "d", true).await.unwrap_err();
-    assert_eq!(err.as_denied().map(ratelimit_runtime::Denied::scope), Some("per-user"));
+    assert_eq!(
+        err.as_denied().map(ratelimit_runtime::Denied::scope),
+        Some("per-user")
+    );
     assert_eq!(err.as_denied().and_then(|d| d.key()), Some("d"));
 
     // Exempt from every limit: no check; the decisions are empty and write no field.

@@ -1,7 +1,9 @@
 //! [`RateLimitError`] as an axum response (429, 503, 400, 500 with problem+json bodies), the rate
 //! limit fields set on any `HeaderMap`, and RFC 9457 problem responses.
 
-use ::axum::response::{IntoResponse, Response};
+use std::convert::Infallible;
+
+use ::axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use http::{HeaderMap, StatusCode};
 
@@ -96,6 +98,27 @@ impl CompositeHeaders {
         if !headers.contains_key(&RATELIMIT_POLICY) && !headers.contains_key(&RATELIMIT) {
             self.apply(headers);
         }
+    }
+}
+
+/// The fields on a handler's response: `Ok((decision.headers(rate), body))`.
+impl IntoResponseParts for RateLimitHeaders {
+    type Error = Infallible;
+
+    fn into_response_parts(self, mut parts: ResponseParts) -> Result<ResponseParts, Infallible> {
+        self.apply(parts.headers_mut());
+        Ok(parts)
+    }
+}
+
+/// Every limit's fields on a handler's response: `Ok((d.headers(), body))` in a function
+/// under `#[rate_limit(.., decision = d)]`.
+impl IntoResponseParts for CompositeHeaders {
+    type Error = Infallible;
+
+    fn into_response_parts(self, mut parts: ResponseParts) -> Result<ResponseParts, Infallible> {
+        self.apply(parts.headers_mut());
+        Ok(parts)
     }
 }
 
