@@ -349,10 +349,8 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
     }
 }
 
-/// One limit's statement in a composite check: its [`LimitSpec`] pushed on the stack, unless
-/// its `exempt` expression is true.
-///
-/// [`LimitSpec`]: ../../ratelimit_runtime/__private/struct.LimitSpec.html
+/// One limit's statement in a composite check: its `LimitSpec` pushed on the runtime's
+/// `Stack`, unless its `exempt` expression is true.
 fn push(krate: &TokenStream, local: &Ident, args: &Args) -> TokenStream {
     let option = |value: Option<TokenStream>| match value {
         Some(value) => quote! { ::core::option::Option::Some(#value) },

@@ -87,17 +87,18 @@ use proc_macro::TokenStream;
 ///
 /// The counter is named by the scope (see [`name`](#name)) and the optional [`key`](#key): in
 /// Redis it is the sorted set `<prefix><scope>`, or `<prefix><scope>:<key>` with a `key`
-/// (`prefix` is the limiter's key prefix, `"ratelimit:"` by default).
+/// (`prefix` is the limiter's key prefix, `"ratelimit:"` by default). Stacked attributes and
+/// `rate = expr` add the window (see [Stacked limits](#stacked-limits)).
 ///
 /// # `period`
 ///
-/// Required: the window's length, an integer literal in whole seconds (`period = 60`) or a
+/// Required unless [`rate`](#rate) is given: the window's length, an integer literal in whole seconds (`period = 60`) or a
 /// string `"<integer><unit>"` with unit `ms`, `s`, `m`, `h` or `d` (days of 24 hours) and no
 /// space (`period = "1500ms"`, `period = "1d"`), from 1 ms to 100 years (3,155,760,000 s).
 ///
 /// # `threshold`
 ///
-/// Required: the number of calls admitted per window, an integer literal from 1 to 4294967295
+/// Required unless [`rate`](#rate) is given: the number of calls admitted per window, an integer literal from 1 to 4294967295
 /// (`threshold = 10`).
 ///
 /// # `key`
@@ -113,7 +114,12 @@ use proc_macro::TokenStream;
 ///
 /// Optional: an expression evaluating to `&Limiter`, such as `limiter = &self.limiter` or
 /// `limiter = my_limiter()`, evaluated on each call; without it the process-wide default
-/// `ratelimit_runtime::global()` is used. Temporaries of the expression live until the check
+/// `ratelimit_runtime::global()` is used. An expression that visibly makes a new limiter on
+/// each call (`&Limiter::memory()`, `&Limiter::builder()...`) is refused: every call would see
+/// an empty log and none would be denied. Make the limiter once: a
+/// `static LIMITER: LazyLock<Limiter> = LazyLock::new(Limiter::memory)` with
+/// `limiter = &LIMITER`, or `ratelimit_runtime::set_global`, an async `OnceCell` or the
+/// application's state for a limiter built with `.build().await`. Temporaries of the expression live until the check
 /// has answered (a Redis round trip): do not take a lock there (`&*self.lock.read().unwrap()`
 /// would hold it, and make the future `!Send`); keep the `Limiter`, which is cheap to clone,
 /// where a plain reference reaches it.
@@ -131,8 +137,82 @@ use proc_macro::TokenStream;
 /// keyed scope (`name = "a:b"` and `name = "a", key = "b"` are one key): prefer names without
 /// one when a `key` is used beside them.
 ///
-/// One function takes one `#[rate_limit]`: a second is refused, since both would record
-/// every call.
+/// # `rate`
+///
+/// Instead of `period` and `threshold`: an expression of type `Rate`, evaluated on each call
+/// before the body, for a rate chosen per caller (a plan's tier, configuration, a database):
+/// `rate = plan.rate()`. Rates that differ only in threshold share the key's log (a lowered
+/// threshold denies until the count drops below it); the period is part of the key, so a rate
+/// of another period counts in a log of its own (`<scope>:<key>:<window>`, such as
+/// `app::search:42:1h`), and never evicts a longer period's entries. A panic in the
+/// expression is the caller's: nothing is checked or recorded.
+///
+/// # `cost`
+///
+/// Optional: what the call costs, 1 by default; an unsigned integer literal (checked at
+/// compile time: at least 1, at most the literal `threshold` and `MAX_COST`, 10,000) or
+/// expression (`u8` to `u64`, or `usize` such as `cost = items.len()`). A call of cost `c` is
+/// admitted iff the window's recorded cost plus `c` stays within the threshold, and is then
+/// recorded as `c` admissions; a cost of 0 is admitted and records nothing. A cost above the
+/// threshold or `MAX_COST` (a `usize` above `u32::MAX` included, never truncated) fails the
+/// call with `RateLimitError::CostTooHigh` without running the body: not a denial, since
+/// retrying never helps (the `axum` and `actix-web` features answer it 400).
+///
+/// # `exempt`
+///
+/// Optional: a `bool` expression, evaluated before the limit's other expressions; when true,
+/// this limit is skipped for the call (neither checked nor recorded; its `rate`, `cost` and
+/// `key` are not evaluated), and the function's other stacked limits still apply:
+/// `exempt = caller.is_internal()`. A call exempt from every limit runs without a check.
+///
+/// # `decision`
+///
+/// Optional: a name the body reads the check's `&Decisions` by (`decision = d`): every
+/// limit's label, rate and decision, and their HTTP fields (`d.headers()`), for an admitted
+/// response. It derefs to the deciding limit's `Decision` (the one with the fewest
+/// remaining). For a call exempt from every limit it is empty (`d.is_empty()`) and writes no
+/// field. Given on at most one of stacked attributes; not available under `#[async_trait]`,
+/// whose body's future is made before the check.
+///
+/// # `label`
+///
+/// Optional: the limit's policy name in the `RateLimit-Policy` and `RateLimit` fields, a
+/// non-empty printable ASCII string literal (`label = "burst"`); by default the window, such
+/// as `1s` or `1d` (`-2` after a label another limit has). Never the scope: a module path
+/// must not reach clients.
+///
+/// # Stacked limits
+///
+/// Several `#[rate_limit]`s on one function are one check: a call is admitted only if every
+/// limit admits it, and then recorded by each; denied by any, it is recorded by none (a burst
+/// limit and a daily quota: a call the burst limit denies does not use the quota).
+///
+/// ```ignore
+/// #[rate_limit(period = 1, threshold = 5, key = user)]        // burst
+/// #[rate_limit(period = "1d", threshold = 1000, key = user)]  // daily quota
+/// async fn search(user: &str, q: &str) -> Result<Hits, AppError> { ... }
+/// ```
+///
+/// The outermost attribute expands first and takes the others off the function, so all of
+/// them are checked where it stands (before any attribute between them). In process and on
+/// one Redis server the check is one lock or one script, whatever the keys; in a Redis
+/// Cluster, limits in different slots are reserved, then refunded when another denies,
+/// fails or times out (`Limiter::check_all` documents the guarantees). The limits' own
+/// expressions are evaluated before the check, the outermost limit's first.
+///
+/// Each stacked limit keeps its own log, laid out as `<scope>:{<key>}:<window>`, or
+/// `{<scope>}:<window>` without a key (`app::search:{42}:1s`, `app::search:{42}:1d`): the hash
+/// tag puts a call's limits of one key in one Cluster slot (one round trip), and keyless
+/// limits are spread by function. Two limits that would share a key (two `rate = expr` of
+/// one period on one key) are told apart by a `-2` on the second. Adding a second attribute
+/// to a function, or removing it, changes the first limit's key from `<scope>:<key>`: its
+/// log starts empty, so for one window the function admits up to one threshold more than
+/// the limit.
+///
+/// The stacked attributes share one limiter: give `limiter` (and `crate`) once, on any of
+/// them, or identically on each; two different limiters are refused (all or nothing across
+/// two stores would be a distributed transaction). A limit given twice (the same key, rate
+/// and name) is refused too: every call would be counted twice in one log.
 ///
 /// # `crate`
 ///
@@ -171,17 +251,21 @@ use proc_macro::TokenStream;
 /// cannot see them, and arguments, constants, statics or unit structs of the user's with any
 /// name, `__ratelimit` included, do not disturb them (the expansion declares a function of that
 /// name next to them, so that a user's constant cannot turn a `let` into a constant pattern).
-/// The `key` and `limiter` expressions are evaluated next to that function, so they may not
-/// name `__ratelimit` (a compile error says so). Every path the expansion writes is absolute,
+/// The `key`, `limiter`, `rate`, `cost` and `exempt` expressions are evaluated next to that
+/// function, so they may not name `__ratelimit` (a compile error says so). Every path the expansion writes is absolute,
 /// and it adds no `#[allow]`, so `#![forbid(..)]` and `#![deny(warnings, clippy::pedantic)]`
 /// in the user's crate keep working, and an unused function still gets its `dead_code`
 /// warning.
 ///
 /// # Errors at compile time
 ///
-/// Each mistake is reported at its token, and the function is then kept as written so the rest
-/// of the crate still compiles: an unknown, duplicate or missing argument, a value out of
-/// bounds or of the wrong kind, a malformed duration string, an item that is not an `async
+/// Each mistake is reported at its token, and the function is then kept as written (without
+/// its `#[rate_limit]`s) so the rest of the crate still compiles: an unknown, duplicate or
+/// missing argument, `rate` beside `period` or `threshold`, a value out of bounds or of the
+/// wrong kind (a literal `cost` of 0 or above the literal `threshold`), a malformed duration
+/// string, stacked attributes that disagree (another `limiter`, a second `decision`, a limit
+/// or a `label` given twice), a `limiter` made on each call, an `exempt` that is not a `bool`
+/// or a `cost` that is not an unsigned integer (at the expression), an item that is not an `async
 /// fn` (a struct, an impl block, a `const fn`...), a return type that is not `Result<T, E>`
 /// with `E: From<RateLimitError>` (at the return type), a `key` that does not implement
 /// `Display` (at the key), and a `limiter` that is not a `&Limiter` (at the limiter).

@@ -1,0 +1,66 @@
+// The expansion of the fixture beside this file, pretty-printed; regenerate with
+// `RATELIMIT_BLESS=1 cargo test -p ratelimit-macros snapshots` and review the diff.
+
+async fn search(user: &str) -> Result<String, AppError> {
+    let d = {
+        fn __ratelimit() {}
+        let __ratelimit: &'static ::core::primitive::str = {
+            static __RATELIMIT_SCOPE: ::ratelimit_runtime::__private::Scope = ::ratelimit_runtime::__private::Scope::new();
+            __RATELIMIT_SCOPE.of(&__ratelimit)
+        };
+        let mut __ratelimit = ::ratelimit_runtime::__private::Stack::new(
+            __ratelimit,
+            ::ratelimit_runtime::__private::Layout::Stacked,
+            2,
+        );
+        __ratelimit
+            .keyed(
+                ::ratelimit_runtime::__private::LimitSpec {
+                    name: ::core::option::Option::None,
+                    rate: const {
+                        ::ratelimit_runtime::Rate::new_const(
+                            5,
+                            ::ratelimit_runtime::__private::Duration::from_micros(
+                                1000000,
+                            ),
+                        )
+                    },
+                    rate_chosen_per_call: false,
+                    cost: 1,
+                    label: ::core::option::Option::Some("burst"),
+                },
+                &(user),
+            );
+        __ratelimit
+            .keyed(
+                ::ratelimit_runtime::__private::LimitSpec {
+                    name: ::core::option::Option::None,
+                    rate: const {
+                        ::ratelimit_runtime::Rate::new_const(
+                            1000,
+                            ::ratelimit_runtime::__private::Duration::from_micros(
+                                86400000000,
+                            ),
+                        )
+                    },
+                    rate_chosen_per_call: false,
+                    cost: 1,
+                    label: ::core::option::Option::None,
+                },
+                &(user),
+            );
+        match ::ratelimit_runtime::__private::check_stack(
+                ::ratelimit_runtime::__private::global(),
+                __ratelimit,
+            )
+            .await
+        {
+            ::core::result::Result::Ok(__ratelimit) => __ratelimit,
+            ::core::result::Result::Err(__ratelimit) => {
+                return ::ratelimit_runtime::__private::denied(__ratelimit);
+            }
+        }
+    };
+    let d: &::ratelimit_runtime::Decisions = &d;
+    { Ok(d.headers().policy()) }
+}
