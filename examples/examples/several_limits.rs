@@ -20,7 +20,9 @@ async fn search(limiter: &Limiter, user: &str, items: u32) -> Result<Decisions, 
     limiter
         .check_all([
             Limit::new(burst_key.as_str(), burst),
-            Limit::new(daily_key.as_str(), daily).with_cost(items),
+            Limit::new(daily_key.as_str(), daily)
+                .with_cost(items)
+                .with_label("daily"),
         ])
         .await
 }

@@ -179,6 +179,8 @@ struct ArgsBuilder {
     errors: Errors,
     period_us: Option<u64>,
     threshold: Option<u64>,
+    /// The name tokens of `period` and `threshold`, for an error beside `rate`.
+    fixed_names: Vec<Ident>,
     /// `rate = expr`, with its name token.
     rate: Option<(Ident, Expr)>,
     key: Option<Expr>,
@@ -207,6 +209,9 @@ impl ArgsBuilder {
             return;
         }
         self.seen.push(text.clone());
+        if text == "period" || text == "threshold" {
+            self.fixed_names.push(name.clone());
+        }
         let value = strip_groups(value);
         let result = match text.as_str() {
             "period" => period(&value).map(|us| self.period_us = Some(us)),
@@ -236,15 +241,19 @@ impl ArgsBuilder {
     fn build(mut self, whole: &TokenStream) -> syn::Result<Args> {
         let errors = std::mem::take(&mut self.errors);
         errors.finish()?;
+        if let (Some(_), Some(fixed)) = (&self.rate, self.fixed_names.first()) {
+            let given: Vec<String> = self.fixed_names.iter().map(|n| format!("`{n}`")).collect();
+            return Err(error(
+                fixed,
+                format!(
+                    "`{fixed}` cannot be given with `rate`, whose `Rate` gives the period and \
+                     the threshold: remove {}, or remove `rate`",
+                    given.join(" and ")
+                ),
+            ));
+        }
         let rate = match (self.rate, self.period_us, self.threshold) {
-            (Some((name, _)), Some(_), _) | (Some((name, _)), _, Some(_)) => {
-                return Err(error(
-                    &name,
-                    "`rate` gives the period and the threshold: remove `period` and \
-                     `threshold`, or remove `rate`",
-                ));
-            }
-            (Some((_, expr)), None, None) => RateArg::Expr(expr),
+            (Some((_, expr)), _, _) => RateArg::Expr(expr),
             (None, Some(period_us), Some(threshold)) => RateArg::Fixed {
                 period_us,
                 threshold,
@@ -1156,13 +1165,20 @@ mod tests {
 
     #[test]
     fn rate_excludes_period_and_threshold() {
-        let message = "`rate` gives the period and the threshold: remove `period` and \
-                       `threshold`, or remove `rate`";
-        assert_eq!(error_of(quote!(rate = r, period = 1)), message);
-        assert_eq!(error_of(quote!(threshold = 1, rate = r)), message);
+        assert_eq!(
+            error_of(quote!(rate = r, period = 1)),
+            "`period` cannot be given with `rate`, whose `Rate` gives the period and the \
+             threshold: remove `period`, or remove `rate`"
+        );
+        assert_eq!(
+            error_of(quote!(threshold = 1, rate = r)),
+            "`threshold` cannot be given with `rate`, whose `Rate` gives the period and the \
+             threshold: remove `threshold`, or remove `rate`"
+        );
         assert_eq!(
             error_of(quote!(period = 1, threshold = 1, rate = r)),
-            message
+            "`period` cannot be given with `rate`, whose `Rate` gives the period and the \
+             threshold: remove `period` and `threshold`, or remove `rate`"
         );
     }
 

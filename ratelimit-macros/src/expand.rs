@@ -21,15 +21,15 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
             Ok(limits) if limits.is_plain() => expand(&limits, function),
             Ok(limits) => expand_composite(&limits, function),
             Err(err) => {
-                let mut output = function.into_token_stream();
+                let mut output = as_written(function.into_token_stream());
                 output.extend(err.into_compile_error());
                 output
             }
         },
         (args, function) => {
             let (function_error, mut output) = match function {
-                Ok(_) => (None, item),
-                Err(rejected) => (Some(rejected.error), rejected.item.unwrap_or(item)),
+                Ok(_) => (None, as_written(item)),
+                Err(rejected) => (Some(rejected.error), rejected.item.map_or(item, as_written)),
             };
             for err in [args.err(), function_error].into_iter().flatten() {
                 output.extend(err.into_compile_error());
@@ -37,6 +37,16 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
             output
         }
     }
+}
+
+/// The function as written, emitted beside an error. Its arguments may then be unused (the `key`
+/// or `rate` that named them is gone with the attribute), and rustc's "unused variable:
+/// prefix it with an underscore" would be wrong advice next to the error: it is allowed here,
+/// on a crate that does not compile anyway.
+fn as_written(item: TokenStream) -> TokenStream {
+    let mut output = quote! { #[allow(unused_variables)] };
+    output.extend(item);
+    output
 }
 
 // Input:
@@ -686,7 +696,8 @@ mod tests {
             }
         );
         let output = expand_str(quote!(period = 1, thresold = 1), item.clone());
-        assert!(output.starts_with(&item.to_string()), "{output}");
+        let as_written = format!("# [allow (unused_variables)] {item}");
+        assert!(output.starts_with(&as_written), "{output}");
         assert!(output.ends_with(
             ":: core :: compile_error ! { \"unknown argument `thresold`; did you mean `threshold`?\" }"
         ));
@@ -721,7 +732,8 @@ mod tests {
             ),
         );
         assert!(
-            output.starts_with("async fn f () -> Result < () , E > { }"),
+            output
+                .starts_with("# [allow (unused_variables)] async fn f () -> Result < () , E > { }"),
             "{output}"
         );
         assert!(output.contains("not to `const fn`"), "{output}");

@@ -253,7 +253,6 @@ impl Limiter {
 
     /// [`check_all`](Limiter::check_all) for the attribute and the layer, in `scope` (as
     /// [`checking`](Limiter::checking)).
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))] // the layer's; the attribute's next
     pub(crate) fn checking_all<'a>(
         &'a self,
         scope: &'a str,

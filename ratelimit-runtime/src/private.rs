@@ -461,8 +461,8 @@ pub fn cost<C: Cost>(cost: C) -> u64 {
 /// A type a `cost` expression may have: an unsigned integer. A `usize` or `u64` above
 /// `u32::MAX` is kept whole, and the check fails with [`RateLimitError::CostTooHigh`].
 #[diagnostic::on_unimplemented(
-    message = "`cost` must be an unsigned integer (`u32`, or `usize` such as `items.len()`), not `{Self}`",
-    label = "not an unsigned integer",
+    message = "`cost` must be an unsigned integer of at most 64 bits (`u32`, or `usize` such as `items.len()`), not `{Self}`",
+    label = "not `u8`, `u16`, `u32`, `u64` or `usize`",
     note = "a call of cost `c` is admitted iff the window's recorded cost plus `c` stays within the threshold"
 )]
 pub trait Cost {

@@ -1,6 +1,7 @@
 // The expansion of the fixture beside this file, pretty-printed; regenerate with
 // `RATELIMIT_BLESS=1 cargo test -p ratelimit-macros snapshots` and review the diff.
 
+#[allow(unused_variables)]
 async fn f() -> Result<(), AppError> {
     Ok(())
 }
