@@ -51,11 +51,11 @@ async fn say_hi(
 /// `GET /hello/search`: at most 5 calls per second and 1000 per day per user, one decision (a
 /// call the burst limit denies does not use the daily quota). The body reads the check's
 /// decisions as `d` and sends every limit's `RateLimit-Policy` and `RateLimit` fields.
-#[rate_limit(period = 1, threshold = 5, name = "hello.search", key = user, label = "burst")]
+#[rate_limit(period = 1, threshold = 5, name = "hello.search.burst", key = user, label = "burst")]
 #[rate_limit(
     period = "1d",
     threshold = 1000,
-    name = "hello.search",
+    name = "hello.search.daily",
     key = user,
     label = "daily",
     limiter = &limiter,

@@ -564,6 +564,13 @@ fn unreserved(argument: &str, expr: Expr) -> syn::Result<Expr> {
 fn cost(value: &Expr) -> syn::Result<CostArg> {
     match value {
         Expr::Lit(lit) => match &lit.lit {
+            // A suffix other than an unsigned one of at most 64 bits: rustc's message, as for
+            // any expression of that type.
+            Lit::Int(int)
+                if !matches!(int.suffix(), "" | "u8" | "u16" | "u32" | "u64" | "usize") =>
+            {
+                Ok(CostArg::Expr(value.clone()))
+            }
             Lit::Int(int) => {
                 let cost = int.base10_digits().parse::<u128>().unwrap_or(u128::MAX);
                 check_suffix_range(int, cost, "cost")?;
@@ -604,6 +611,17 @@ fn binding(value: &Expr) -> syn::Result<Ident> {
         _ => None,
     };
     match ident {
+        Some(ident)
+            if ["self", "Self", "crate", "super"]
+                .iter()
+                .any(|k| ident == k) =>
+        {
+            Err(error(
+                &ident,
+                "`decision` takes a new name for the decisions, not a keyword, e.g. \
+                 `decision = d`",
+            ))
+        }
         Some(ident) if ident == RESERVED => Err(error(
             &ident,
             format!("`{RESERVED}` is reserved by `#[rate_limit]`; choose another name"),

@@ -225,6 +225,12 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
 //             __ratelimit.keyed(
 //                 #krate::__private::LimitSpec {
 //                     name: ::core::option::Option::None, // or `Some("name")`
+//                     // Stacked and unnamed: the scope `<function>#1`, made once.
+//                     position: ::core::option::Option::Some({
+//                         static __RATELIMIT_POSITION: #krate::__private::Position =
+//                             #krate::__private::Position::new(1);
+//                         &__RATELIMIT_POSITION
+//                     }),
 //                     rate: const { #krate::Rate::new_const(5, ..) },
 //                     rate_chosen_per_call: false,
 //                     cost: 1,
@@ -261,17 +267,9 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
 // `(__ratelimit, owned_limiter(#limiter))` for `guarded_stack`, as the plain form does for
 // `guarded`.
 fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
-    if let (Flavor::AsyncTrait, Some(decision)) = (function.flavor, &limits.decision) {
-        let mut output = function.into_token_stream();
-        output.extend(
-            syn::Error::new_spanned(
-                decision,
-                "`decision` is not available under `#[async_trait]`, which makes the body's \
-                 future before the check runs; use a native `async fn` in the trait (Rust \
-                 1.75 and later), or read the limits by hand with `Limiter::check_all`",
-            )
-            .into_compile_error(),
-        );
+    if let Some(error) = decision_error(limits, &function) {
+        let mut output = as_written(function.into_token_stream());
+        output.extend(error.into_compile_error());
         return output;
     }
     let AsyncFn {
@@ -303,7 +301,12 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
         },
     );
     let capacity = Literal::usize_unsuffixed(limits.limits.len());
-    let pushes = limits.limits.iter().map(|args| push(&krate, &local, args));
+    let stacked = limits.limits.len() > 1;
+    let pushes = limits
+        .limits
+        .iter()
+        .enumerate()
+        .map(|(i, args)| push(&krate, &local, args, stacked.then_some(i + 1)));
     let stack = quote! {
         fn #local() {}
         let #local: &'static ::core::primitive::str = #scope;
@@ -361,12 +364,55 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
 
 /// One limit's statement in a composite check: its `LimitSpec` pushed on the runtime's
 /// `Stack`, unless its `exempt` expression is true.
-fn push(krate: &TokenStream, local: &Ident, args: &Args) -> TokenStream {
+/// Why `decision` cannot bind its name here: under `#[async_trait]` (the body's future is made
+/// before the check), or where the name is an argument's (the body would lose the argument).
+fn decision_error(limits: &Limits, function: &AsyncFn) -> Option<syn::Error> {
+    let decision = limits.decision.as_ref()?;
+    if function.flavor == Flavor::AsyncTrait {
+        return Some(syn::Error::new_spanned(
+            decision,
+            "`decision` is not available under `#[async_trait]`, which makes the body's future \
+             before the check runs; use a native `async fn` in the trait (Rust 1.75 and \
+             later), or read the limits by hand with `Limiter::check_all`",
+        ));
+    }
+    let shadows = function.sig.inputs.iter().any(|input| match input {
+        syn::FnArg::Typed(typed) => {
+            matches!(&*typed.pat, syn::Pat::Ident(pat) if pat.ident == *decision)
+        }
+        syn::FnArg::Receiver(_) => false,
+    });
+    shadows.then(|| {
+        syn::Error::new_spanned(
+            decision,
+            format!(
+                "`decision = {decision}` would hide the argument `{decision}` from the body; \
+                 choose another name, e.g. `decision = d`"
+            ),
+        )
+    })
+}
+
+/// `position` is the limit's among stacked attributes (from 1), `None` for one attribute.
+fn push(krate: &TokenStream, local: &Ident, args: &Args, position: Option<usize>) -> TokenStream {
     let option = |value: Option<TokenStream>| match value {
         Some(value) => quote! { ::core::option::Option::Some(#value) },
         None => quote! { ::core::option::Option::None },
     };
     let name = option(args.name.as_ref().map(ToTokens::to_token_stream));
+    // A stacked limit without `name`: its scope is the function's path and its position,
+    // made once (a static of the block).
+    let position = option(position.filter(|_| args.name.is_none()).map(|position| {
+        let position = Literal::usize_unsuffixed(position);
+        let cache = Ident::new("__RATELIMIT_POSITION", Span::mixed_site());
+        quote! {
+            {
+                static #cache: #krate::__private::Position =
+                    #krate::__private::Position::new(#position);
+                &#cache
+            }
+        }
+    }));
     let label = option(args.label.as_ref().map(ToTokens::to_token_stream));
     let rate = rate(krate, &args.rate);
     let chosen = matches!(args.rate, RateArg::Expr(_));
@@ -385,6 +431,7 @@ fn push(krate: &TokenStream, local: &Ident, args: &Args) -> TokenStream {
     let spec = quote! {
         #krate::__private::LimitSpec {
             name: #name,
+            position: #position,
             rate: #rate,
             rate_chosen_per_call: #chosen,
             cost: #cost,

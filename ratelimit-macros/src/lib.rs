@@ -69,8 +69,9 @@ use proc_macro::TokenStream;
 ///   (`ratelimit_runtime` implements `From<RateLimitError>` for `std::io::Error`, of kind
 ///   `QuotaExceeded` for a denial), a crate's own `type Result<T> = Result<T, AppError>`;
 /// - other attributes on either side of this one: doc comments, `#[must_use]`, `#[cfg(..)]`,
-///   `#[allow(..)]`, `#[inline]`, and `#[tracing::instrument]`, above this attribute (the span
-///   also covers the check) or below it (the span covers the body only).
+///   `#[allow(..)]`, `#[inline]`, and `#[tracing::instrument]`, below this attribute (it
+///   expands after this one, so its span also covers the check) or above it (it expands
+///   first, and its span covers the body only).
 ///
 /// ## Under `#[async_trait]`
 ///
@@ -78,10 +79,11 @@ use proc_macro::TokenStream;
 /// the method's other attributes. `#[async_trait]`, being on the block, always expands first,
 /// turning the method into a plain `fn` returning `Pin<Box<dyn Future<Output = R> + Send>>`;
 /// `#[rate_limit]` recognises that shape (by its `'async_trait` lifetime) and wraps the future
-/// the method returns. Two differences with a plain `async fn`: the `key` and `limiter`
-/// expressions are evaluated when the method is called rather than when its future is first
-/// polled (the check itself still happens at the first poll), and the `key` cannot use the
-/// bindings of pattern arguments, which `#[async_trait]` only makes inside the future ("cannot
+/// the method returns. Three differences with a plain `async fn`: the `key`, `limiter`,
+/// `rate`, `cost` and `exempt` expressions are evaluated when the method is called rather
+/// than when its future is first polled (the check itself still happens at the first poll),
+/// `decision` is refused (the body's future exists before the check), and the expressions
+/// cannot use the bindings of pattern arguments, which `#[async_trait]` only makes inside the future ("cannot
 /// find value `a` in this scope"): name the argument and read its fields instead. Any other
 /// non-`async` function is refused.
 ///
@@ -163,7 +165,8 @@ use proc_macro::TokenStream;
 /// Optional: a `bool` expression, evaluated before the limit's other expressions; when true,
 /// this limit is skipped for the call (neither checked nor recorded; its `rate`, `cost` and
 /// `key` are not evaluated), and the function's other stacked limits still apply:
-/// `exempt = caller.is_internal()`. A call exempt from every limit runs without a check.
+/// `exempt = caller.is_internal()`. A call exempt from every limit runs without a check (the
+/// `limiter` expression is still evaluated; the store is not asked).
 ///
 /// # `decision`
 ///
@@ -171,15 +174,17 @@ use proc_macro::TokenStream;
 /// limit's label, rate and decision, and their HTTP fields (`d.headers()`), for an admitted
 /// response. It derefs to the deciding limit's `Decision` (the one with the fewest
 /// remaining). For a call exempt from every limit it is empty (`d.is_empty()`) and writes no
-/// field. Given on at most one of stacked attributes; not available under `#[async_trait]`,
-/// whose body's future is made before the check.
+/// field. Given on at most one of stacked attributes, and not the name of an argument (the
+/// body would lose it); not available under `#[async_trait]`, whose body's future is made
+/// before the check.
 ///
 /// # `label`
 ///
 /// Optional: the limit's policy name in the `RateLimit-Policy` and `RateLimit` fields, a
 /// non-empty printable ASCII string literal (`label = "burst"`); by default the window, such
-/// as `1s` or `1d` (`-2` after a label another limit has). Never the scope: a module path
-/// must not reach clients.
+/// as `1s` or `1d` (`-2` after a label another limit has) for stacked limits, and the plain
+/// form's `default` for one attribute (so adding `cost` or `exempt` to it keeps its fields).
+/// Never the scope: a module path must not reach clients.
 ///
 /// # Stacked limits
 ///
@@ -193,26 +198,35 @@ use proc_macro::TokenStream;
 /// async fn search(user: &str, q: &str) -> Result<Hits, AppError> { ... }
 /// ```
 ///
-/// The outermost attribute expands first and takes the others off the function, so all of
-/// them are checked where it stands (before any attribute between them). In process and on
-/// one Redis server the check is one lock or one script, whatever the keys; in a Redis
-/// Cluster, limits in different slots are reserved, then refunded when another denies,
-/// fails or times out (`Limiter::check_all` documents the guarantees). The limits' own
-/// expressions are evaluated before the check, the outermost limit's first.
+/// The outermost attribute expands first and takes the others off the function: the check
+/// of all of them is placed as the outermost one alone would place it, so the attributes
+/// below it (those between stacked ones included, such as `#[tracing::instrument]`) wrap the
+/// check with the body. In process and on one Redis server the check is one lock or one
+/// script, whatever the keys; in a Redis Cluster, limits in different slots are reserved,
+/// then refunded when another denies, fails or times out (`Limiter::check_all` documents
+/// the guarantees). The limits' own expressions are evaluated before the check, the
+/// outermost limit's first.
 ///
-/// Each stacked limit keeps its own log, laid out as `<scope>:{<key>}:<window>`, or
-/// `{<scope>}:<window>` without a key (`app::search:{42}:1s`, `app::search:{42}:1d`): the hash
-/// tag puts a call's limits of one key in one Cluster slot (one round trip), and keyless
-/// limits are spread by function. Two limits that would share a key (two `rate = expr` of
-/// one period on one key) are told apart by a `-2` on the second. Adding a second attribute
-/// to a function, or removing it, changes the first limit's key from `<scope>:<key>`: its
-/// log starts empty, so for one window the function admits up to one threshold more than
-/// the limit.
+/// Each stacked limit keeps its own log. A stacked limit's scope is its `name`, or by
+/// default the function's path and the limit's position (`app::search#1` for the outermost,
+/// `app::search#2`...: the default scopes of two stacked limits differ, and a denial's
+/// `Denied::scope` says which limit denied). Its log is `<scope>:{<key>}:<window>`, or
+/// `{<function>}#<position>:<window>` (`{<name>}:<window>` with a `name`) without a key:
+/// `app::search#1:{42}:1s`, `app::search#2:{42}:1d`. The hash tag puts a call's limits of one
+/// key in one Cluster slot (one round trip; a key that is empty or holds a `}` has no tag of
+/// its own, and its limits may take two), and keyless limits are spread by function; a `{`
+/// or `}` of the scope is written `(` or `)`. Since the position is part of the scope,
+/// reordering stacked attributes without `name`s swaps their logs, and adding a second
+/// attribute to a function (or removing one) moves the first limit from `<scope>:<key>`:
+/// such a log starts empty, so for one window the function admits up to one threshold more
+/// than the limit. Give stacked limits `name`s to keep their logs through such changes. A
+/// `name` is shared by functions of the same form only: a plain attribute's `<name>:<key>`
+/// is not a stacked limit's `<name>:{<key>}:<window>`.
 ///
 /// The stacked attributes share one limiter: give `limiter` (and `crate`) once, on any of
 /// them, or identically on each; two different limiters are refused (all or nothing across
 /// two stores would be a distributed transaction). A limit given twice (the same key, rate
-/// and name) is refused too: every call would be counted twice in one log.
+/// and name), and a `name` or `label` given to two of them, are refused too.
 ///
 /// # `crate`
 ///

@@ -1,7 +1,7 @@
 //! Stacked `#[rate_limit]` attributes: the outermost one, expanding first, takes the others
 //! off the function and checks them together with its own, as one check of several limits.
 //! What the stacked attributes must agree on is checked here: one limiter, one runtime path,
-//! at most one `decision`, no limit given twice, no label given twice.
+//! at most one `decision`, no limit, `name` or `label` given twice.
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
@@ -89,13 +89,28 @@ pub(crate) fn collect(first: Args, attrs: &mut Vec<Attribute>) -> syn::Result<Li
     }
     for (j, (later, whole)) in limits.iter().enumerate().skip(1) {
         let earlier = &limits[..j];
+        let repeated = earlier.iter().any(|(args, _)| same_limit(args, later));
         if let Some(whole) = whole
-            && earlier.iter().any(|(args, _)| same_limit(args, later))
+            && repeated
         {
             errors.push(syn::Error::new_spanned(
                 whole,
                 "this limit repeats another `#[rate_limit]` of this function (the same key, \
                  rate and name): every call would be counted twice in one log; remove one",
+            ));
+        } else if let Some(name) = &later.name
+            && earlier.iter().any(|(args, _)| {
+                args.name
+                    .as_ref()
+                    .is_some_and(|n| n.value() == name.value())
+            })
+        {
+            errors.push(syn::Error::new_spanned(
+                name,
+                "another `#[rate_limit]` of this function has this `name`: two stacked \
+                 limits of one name share a log wherever their keys and periods meet; give \
+                 each its own `name`, or none (a stacked limit's default scope is the \
+                 function's path and its position)",
             ));
         }
         if let Some(label) = &later.label
@@ -294,6 +309,24 @@ mod tests {
                 "{other}"
             );
         }
+        assert_eq!(
+            errors_of(
+                quote!(period = 1, threshold = 5, name = "api"),
+                quote!(#[rate_limit(period = 2, threshold = 5, name = "api")]),
+            )
+            .len(),
+            1
+        );
+        assert_eq!(
+            errors_of(
+                quote!(period = 1, threshold = 5, name = "api"),
+                quote!(#[rate_limit(period = 1, threshold = 5, name = "api")]),
+            ),
+            [
+                "this limit repeats another `#[rate_limit]` of this function (the same key, rate \
+              and name): every call would be counted twice in one log; remove one"
+            ]
+        );
         assert_eq!(
             errors_of(
                 quote!(period = 1, threshold = 5, label = "a"),

@@ -260,16 +260,47 @@ pub enum Layout {
     /// `cost`, `exempt`, `decision` or `label` keeps the log; `rate = expr` appends the
     /// period, `:<window>` (a rate of another period is another log).
     One,
-    /// Stacked attributes: `<scope>:{<key>}:<window>`, or `{<scope>}:<window>` without a key.
-    /// The hash tag puts a call's limits of one key in one Redis Cluster slot (one round
-    /// trip); a `-2`, `-3`... follows a key that an earlier limit of the call already has.
+    /// Stacked attributes: `<scope>:{<key>}:<window>`, or `{<base>}<position>:<window>`
+    /// without a key, where a limit's scope is its `name`, or the function's path and its
+    /// position (`app::search#2`). The hash tag puts a call's limits of one key in one Redis
+    /// Cluster slot (one round trip); a `{` or `}` of the scope is written `(` or `)`, so that
+    /// the tag is the key's.
     Stacked,
+}
+
+/// The scope of a stacked limit without `name`: the function's path and the limit's
+/// position among the stacked attributes (`app::search#2`, the outermost `#1`), made once per
+/// attribute (a `static` of the generated code).
+pub struct Position {
+    position: usize,
+    scope: std::sync::OnceLock<&'static str>,
+}
+
+impl Position {
+    /// The limit at `position` (from 1).
+    #[must_use]
+    pub const fn new(position: usize) -> Position {
+        Position {
+            position,
+            scope: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// `<function>#<position>`, made on the first call: one string per attribute, for the
+    /// process's life.
+    fn scope(&self, function: &'static str) -> &'static str {
+        self.scope
+            .get_or_init(|| Box::leak(format!("{function}#{}", self.position).into_boxed_str()))
+    }
 }
 
 /// One limit of a composite check, as the generated code writes it.
 pub struct LimitSpec {
-    /// The attribute's `name`, else the function's scope.
+    /// The attribute's `name`.
     pub name: Option<&'static str>,
+    /// Without `name`, a stacked limit's position; `None` for one attribute (whose scope is
+    /// the function's).
+    pub position: Option<&'static Position>,
     /// The rate, fixed or from `rate = expr` (whose period is then in the key).
     pub rate: Rate,
     /// Whether the rate came from `rate = expr`.
@@ -301,8 +332,8 @@ struct Part {
 }
 
 impl Stack {
-    /// The limits of a call of the function `scope` (its path or its first `name`), laid out
-    /// as `layout`, with room for `capacity` of them.
+    /// The limits of a call of the function `scope` (its path, or its only limit's `name`),
+    /// laid out as `layout`, with room for `capacity` of them.
     #[must_use]
     pub fn new(scope: &'static str, layout: Layout, capacity: usize) -> Stack {
         Stack {
@@ -323,7 +354,11 @@ impl Stack {
     }
 
     fn push<K: Display + ?Sized>(&mut self, spec: LimitSpec, key: Option<&K>) {
-        let scope = spec.name.unwrap_or(self.scope);
+        let base = spec.name.unwrap_or(self.scope);
+        let scope = match spec.position {
+            Some(position) => position.scope(base),
+            None => base,
+        };
         let window = match (self.layout, spec.rate_chosen_per_call) {
             (Layout::Stacked, _) | (Layout::One, true) => Some(window(spec.rate.period())),
             (Layout::One, false) => None,
@@ -342,12 +377,14 @@ impl Stack {
                 caller_key = Some(start..text.len());
             }
             (Layout::Stacked, None) => {
+                // The function's limits without a key share one tag, and one slot.
                 text.push('{');
-                text.push_str(scope);
+                push_untagged(&mut text, base);
                 text.push('}');
+                push_untagged(&mut text, &scope[base.len()..]);
             }
             (Layout::Stacked, Some(key)) => {
-                text.push_str(scope);
+                push_untagged(&mut text, scope);
                 text.push_str(":{");
                 let start = text.len();
                 let _ = write!(text, "{key}");
@@ -359,36 +396,36 @@ impl Stack {
             text.push(':');
             text.push_str(&window);
         }
+        let label = match (self.layout, spec.label) {
+            // One attribute's policy keeps the plain form's name in the HTTP fields.
+            (Layout::One, None) => Some(crate::headers::POLICY_NAME),
+            (_, label) => label,
+        };
         self.parts.push(Part {
             scope,
             key: text,
             caller_key,
             rate: spec.rate,
             cost: spec.cost,
-            label: spec.label,
+            label,
         });
     }
+}
 
-    /// Gives each limit a key of its own: a key an earlier limit has (two rates of one period
-    /// on one key) gets `-2`, `-3`...
-    fn deduplicate(&mut self) {
-        for i in 1..self.parts.len() {
-            let (earlier, rest) = self.parts.split_at_mut(i);
-            let part = &mut rest[0];
-            let base_len = part.key.len();
-            let mut n = 1;
-            while earlier.iter().any(|other| other.key == part.key) {
-                n += 1;
-                part.key.truncate(base_len);
-                let _ = write!(part.key, "-{n}");
-            }
-        }
+/// `text` with its braces written as parentheses: before a key's hash tag, a `{` (a closure's
+/// `{{closure}}` in a function's path) would make Redis Cluster take another tag.
+fn push_untagged(out: &mut String, text: &str) {
+    for c in text.chars() {
+        out.push(match c {
+            '{' => '(',
+            '}' => ')',
+            c => c,
+        });
     }
 }
 
 /// Checks a call's [`Stack`] as one check of several limits
-/// ([`Limiter::check_all`](crate::Limiter::check_all)'s semantics), in the scope of its first
-/// limit. A call exempt from every limit is admitted without a check, its decisions empty.
+/// ([`Limiter::check_all`](crate::Limiter::check_all)'s semantics), in the function's scope. A call exempt from every limit is admitted without a check, its decisions empty.
 ///
 /// # Errors
 ///
@@ -396,7 +433,7 @@ impl Stack {
 /// key and carrying every limit's decision; [`RateLimitError::CostTooHigh`] for a cost above
 /// its limit's threshold or [`MAX_COST`](crate::MAX_COST) (a `usize` cost above `u32::MAX`
 /// included); otherwise as [`Limiter::check_all`](crate::Limiter::check_all).
-pub async fn check_stack(limiter: &Limiter, mut stack: Stack) -> Result<Decisions, RateLimitError> {
+pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, RateLimitError> {
     if stack.parts.is_empty() {
         return Ok(Decisions::exempt());
     }
@@ -407,7 +444,6 @@ pub async fn check_stack(limiter: &Limiter, mut stack: Stack) -> Result<Decision
     {
         return Err(error);
     }
-    stack.deduplicate();
     let limits = stack
         .parts
         .iter()
@@ -463,7 +499,8 @@ pub fn cost<C: Cost>(cost: C) -> u64 {
 #[diagnostic::on_unimplemented(
     message = "`cost` must be an unsigned integer of at most 64 bits (`u32`, or `usize` such as `items.len()`), not `{Self}`",
     label = "not `u8`, `u16`, `u32`, `u64` or `usize`",
-    note = "a call of cost `c` is admitted iff the window's recorded cost plus `c` stays within the threshold"
+    note = "a call of cost `c` is admitted iff the window's recorded cost plus `c` stays within the threshold",
+    note = "an expression of unsuffixed integer literals alone is an `i32`: give one a suffix, `5u32`"
 )]
 pub trait Cost {
     /// The cost, widened to `u64`.
@@ -520,6 +557,54 @@ mod tests {
             assert_eq!(scoped, format!("app::login:{key}"));
             assert_eq!(scoped.capacity(), scoped.len(), "{scoped}");
         }
+    }
+
+    fn keys(layout: Layout, specs: Vec<(LimitSpec, Option<&str>)>) -> Vec<String> {
+        let mut stack = Stack::new("app::{{closure}}::f", layout, specs.len());
+        for (spec, key) in specs {
+            match key {
+                Some(key) => stack.keyed(spec, key),
+                None => stack.limit(spec),
+            }
+        }
+        stack.parts.into_iter().map(|part| part.key).collect()
+    }
+
+    fn spec(name: Option<&'static str>, position: Option<&'static Position>) -> LimitSpec {
+        LimitSpec {
+            name,
+            position,
+            rate: Rate::new_const(5, Duration::from_secs(60)),
+            rate_chosen_per_call: false,
+            cost: 1,
+            label: None,
+        }
+    }
+
+    #[test]
+    fn stacked_keys_tag_the_key_or_the_function() {
+        static FIRST: Position = Position::new(1);
+        static SECOND: Position = Position::new(2);
+        let stacked = keys(
+            Layout::Stacked,
+            vec![
+                (spec(None, Some(&FIRST)), Some("u")),
+                (spec(None, Some(&SECOND)), None),
+                (spec(Some("api"), None), Some("}x{")),
+            ],
+        );
+        // A function's braces (a closure's) are written as parentheses, so that the tag is
+        // the key's, or the function's without a key.
+        assert_eq!(
+            stacked,
+            [
+                "app::((closure))::f#1:{u}:1m",
+                "{app::((closure))::f}#2:1m",
+                "api:{}x{}:1m",
+            ]
+        );
+        let one = keys(Layout::One, vec![(spec(Some("login"), None), Some("7"))]);
+        assert_eq!(one, ["login:7"]);
     }
 
     #[tokio::test(flavor = "current_thread")]

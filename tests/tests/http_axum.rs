@@ -53,7 +53,7 @@ async fn search_sends_every_limits_fields_on_admitted_responses() {
     assert_eq!(response.text().await.unwrap(), "results for alice");
     let daily = ratelimit_runtime::Rate::new_const(1000, std::time::Duration::from_secs(86_400));
     let peek = limiter
-        .check_n("hello.search:{alice}:1d", daily, 0)
+        .check_n("hello.search.daily:{alice}:1d", daily, 0)
         .await
         .unwrap();
     assert_eq!(peek.remaining, 999);

@@ -54,14 +54,15 @@ async fn daily_first(limiter: &Limiter, user: &str) -> Result<(), RateLimitError
 }
 
 /// On any store: a call denied by one stacked limit is recorded by none, and the logs are
-/// laid out as `<scope>:{<key>}:<window>`.
+/// laid out as `<scope>:{<key>}:<window>`, a limit's default scope its function's path and
+/// its position.
 async fn stacked_limits_are_one_decision(limiter: &Limiter) {
     let user = "u1";
     assert!(burst_then_daily(limiter, user).await.is_ok());
     assert!(burst_then_daily(limiter, user).await.is_ok());
     let err = burst_then_daily(limiter, user).await.unwrap_err();
     let denied = err.as_denied().expect("a denial");
-    assert_eq!(denied.scope(), "stacked::burst_then_daily");
+    assert_eq!(denied.scope(), "stacked::burst_then_daily#1");
     assert_eq!(denied.key(), Some(user));
     let decisions = denied.decisions().expect("every limit's decision");
     assert_eq!(decisions.len(), 2);
@@ -69,11 +70,11 @@ async fn stacked_limits_are_one_decision(limiter: &Limiter) {
     let hour = rate(2, HOUR);
     let day = rate(3, DAY);
     assert_eq!(
-        count(limiter, "stacked::burst_then_daily:{u1}:1h", hour).await,
+        count(limiter, "stacked::burst_then_daily#1:{u1}:1h", hour).await,
         2
     );
     assert_eq!(
-        count(limiter, "stacked::burst_then_daily:{u1}:1d", day).await,
+        count(limiter, "stacked::burst_then_daily#2:{u1}:1d", day).await,
         2,
         "the call the burst limit denied is not in the daily log"
     );
@@ -87,7 +88,7 @@ async fn stacked_limits_are_one_decision(limiter: &Limiter) {
         .map(|d| d.deciding().label().to_owned());
     assert_eq!(deciding.as_deref(), Some("1d"));
     assert_eq!(
-        count(limiter, "stacked::daily_first:{u1}:1h", rate(5, HOUR)).await,
+        count(limiter, "stacked::daily_first#1:{u1}:1h", rate(5, HOUR)).await,
         2,
         "the call the daily quota denied is not in the burst log"
     );
@@ -108,14 +109,14 @@ async fn stacked_limits_on_redis() {
     stacked_limits_are_one_decision(&limiter).await;
     let mut connection = redis.connection().await;
     let size: u64 = connection
-        .zcard(format!("{prefix}stacked::burst_then_daily:{{u1}}:1d"))
+        .zcard(format!("{prefix}stacked::burst_then_daily#2:{{u1}}:1d"))
         .await
         .expect("ZCARD");
     assert_eq!(size, 2);
     redis.clean_up(&prefix).await;
 }
 
-// Keyless: the logs are `{<scope>}:<window>`, one slot per function.
+// Keyless: the logs are `{<function>}#<position>:<window>`, one slot per function.
 #[rate_limit(period = 3600, threshold = 50, limiter = limiter)]
 #[rate_limit(period = "1d", threshold = 70, limiter = limiter)]
 async fn shared(limiter: &Limiter) -> Result<(), RateLimitError> {
@@ -147,8 +148,8 @@ async fn race(limiters: Vec<Limiter>) -> usize {
     let admitted = admitted.load(Ordering::Relaxed);
     assert_eq!(admitted, 50);
     for (key, threshold, period) in [
-        ("{stacked::shared}:1h", 50, HOUR),
-        ("{stacked::shared}:1d", 70, DAY),
+        ("{stacked::shared}#1:1h", 50, HOUR),
+        ("{stacked::shared}#2:1d", 70, DAY),
     ] {
         assert_eq!(
             count(&limiters[0], key, rate(threshold, period)).await,
@@ -187,13 +188,13 @@ async fn racing_callers_on_redis_and_in_a_cluster() {
     }
     let slot = |key: &str| TestCluster::key_slot(&format!("{prefix}{key}"));
     assert_eq!(
-        slot("{stacked::shared}:1h"),
-        slot("{stacked::shared}:1d"),
+        slot("{stacked::shared}#1:1h"),
+        slot("{stacked::shared}#2:1d"),
         "a function's keyless limits share a slot"
     );
     assert_eq!(
-        slot("stacked::burst_then_daily:{u1}:1h"),
-        slot("stacked::burst_then_daily:{u1}:1d"),
+        slot("stacked::burst_then_daily#1:{u1}:1h"),
+        slot("stacked::burst_then_daily#2:{u1}:1d"),
         "a call's limits of one key share a slot"
     );
     race(limiters).await;
@@ -341,7 +342,7 @@ async fn exempt_limits_are_skipped_and_others_still_apply() {
         "exempt from it"
     );
     assert_eq!(
-        count(&limiter, "stacked::exempted:{ip}:1h", rate(2, HOUR)).await,
+        count(&limiter, "stacked::exempted#1:{ip}:1h", rate(2, HOUR)).await,
         2
     );
     for _ in 0..4 {
@@ -402,19 +403,20 @@ async fn a_panicking_rate_leaves_the_limiter_consistent() {
         assert!(outcome.expect_err("the rate panics").is_panic());
     }
     assert_eq!(
-        count(&limiter, "stacked::panicky:{u}:1h", rate(5, HOUR)).await,
+        count(&limiter, "stacked::panicky#1:{u}:1h", rate(5, HOUR)).await,
         0
     );
     assert!(panicky(&limiter, "u", false).await.is_ok());
     assert!(panicky(&limiter, "u", false).await.is_ok());
     assert!(panicky(&limiter, "u", false).await.is_err());
     assert_eq!(
-        count(&limiter, "stacked::panicky:{u}:1h", rate(5, HOUR)).await,
+        count(&limiter, "stacked::panicky#1:{u}:1h", rate(5, HOUR)).await,
         2
     );
 }
 
-// Two rates of one period on one key, chosen at run time: two logs, the second `-2`.
+// Two rates chosen at run time on one key: each limit keeps its own log, whatever the
+// periods of a call (a key never depends on another limit's rate or exemption).
 #[rate_limit(rate = first, key = user, limiter = limiter)]
 #[rate_limit(rate = second, key = user, limiter = limiter)]
 async fn two_tiers(
@@ -427,14 +429,58 @@ async fn two_tiers(
 }
 
 #[tokio::test]
-async fn rates_of_one_period_keep_logs_of_their_own() {
+async fn rates_chosen_per_call_keep_logs_of_their_own() {
     let limiter = Limiter::memory();
     let (a, b) = (rate(2, HOUR), rate(3, HOUR));
     assert!(two_tiers(&limiter, "u", a, b).await.is_ok());
     assert!(two_tiers(&limiter, "u", a, b).await.is_ok());
     assert!(two_tiers(&limiter, "u", a, b).await.is_err());
-    assert_eq!(count(&limiter, "stacked::two_tiers:{u}:1h", a).await, 2);
-    assert_eq!(count(&limiter, "stacked::two_tiers:{u}:1h-2", b).await, 2);
+    assert_eq!(count(&limiter, "stacked::two_tiers#1:{u}:1h", a).await, 2);
+    assert_eq!(count(&limiter, "stacked::two_tiers#2:{u}:1h", b).await, 2);
+    // Another period for the first limit: the second's log of an hour is still its own.
+    let minute = rate(2, Duration::from_secs(60));
+    assert!(two_tiers(&limiter, "v", minute, a).await.is_ok());
+    assert!(two_tiers(&limiter, "v", a, a).await.is_ok());
+    assert_eq!(count(&limiter, "stacked::two_tiers#1:{v}:1h", a).await, 1);
+    assert_eq!(count(&limiter, "stacked::two_tiers#2:{v}:1h", a).await, 2);
+}
+
+// Two keys of one period: a user and an IP. Equal values must not share a log.
+#[rate_limit(period = 60, threshold = 2, key = user, limiter = limiter)]
+#[rate_limit(period = 60, threshold = 100, key = ip, limiter = limiter)]
+async fn per_user_and_ip(limiter: &Limiter, user: &str, ip: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+// An exempt limit beside another of the same key and period.
+#[rate_limit(period = 60, threshold = 1, key = user, exempt = vip, limiter = limiter)]
+#[rate_limit(period = 60, threshold = 5, key = user, limiter = limiter)]
+async fn vip_or_not(limiter: &Limiter, user: &str, vip: bool) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn limits_of_equal_key_values_or_exempt_ones_never_share_a_log() {
+    let minute = rate(2, Duration::from_secs(60));
+    let limiter = Limiter::memory();
+    // Mallory names herself after alice's IP: alice's per-user log is untouched.
+    assert!(per_user_and_ip(&limiter, "alice", "10.0.0.1").await.is_ok());
+    assert!(per_user_and_ip(&limiter, "10.0.0.1", "alice").await.is_ok());
+    assert!(per_user_and_ip(&limiter, "alice", "10.0.0.1").await.is_ok());
+    let alice = "stacked::per_user_and_ip#1:{alice}:1m";
+    assert_eq!(count(&limiter, alice, minute).await, 2);
+    // A VIP call, exempt from the first limit, is recorded by the second only.
+    assert!(vip_or_not(&limiter, "bob", true).await.is_ok());
+    assert!(
+        vip_or_not(&limiter, "bob", false).await.is_ok(),
+        "the first limit's log was empty"
+    );
+    assert!(vip_or_not(&limiter, "bob", false).await.is_err());
+    let bob = "stacked::vip_or_not#2:{bob}:1m";
+    assert_eq!(
+        count(&limiter, bob, rate(5, Duration::from_secs(60))).await,
+        2
+    );
 }
 
 // Under `#[async_trait]`, stacked limits too.
@@ -464,6 +510,6 @@ async fn stacked_limits_under_async_trait() {
     assert!(service.search("u").await.is_ok());
     assert!(service.search("u").await.is_ok());
     assert!(service.search("u").await.is_err());
-    let key = "<stacked::Service as stacked::Search>::search:{u}:1d";
+    let key = "<stacked::Service as stacked::Search>::search#2:{u}:1d";
     assert_eq!(count(&service.limiter, key, rate(5, DAY)).await, 2);
 }

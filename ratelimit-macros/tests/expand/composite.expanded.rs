@@ -26,6 +26,7 @@ async fn upload(
                 .keyed(
                     ::ratelimit_runtime::__private::LimitSpec {
                         name: ::core::option::Option::None,
+                        position: ::core::option::Option::None,
                         rate: plan.rate(),
                         rate_chosen_per_call: true,
                         cost: ::ratelimit_runtime::__private::cost(items.len()),

@@ -17,6 +17,12 @@ async fn search(user: &str) -> Result<String, AppError> {
             .keyed(
                 ::ratelimit_runtime::__private::LimitSpec {
                     name: ::core::option::Option::None,
+                    position: ::core::option::Option::Some({
+                        static __RATELIMIT_POSITION: ::ratelimit_runtime::__private::Position = ::ratelimit_runtime::__private::Position::new(
+                            1,
+                        );
+                        &__RATELIMIT_POSITION
+                    }),
                     rate: const {
                         ::ratelimit_runtime::Rate::new_const(
                             5,
@@ -35,6 +41,12 @@ async fn search(user: &str) -> Result<String, AppError> {
             .keyed(
                 ::ratelimit_runtime::__private::LimitSpec {
                     name: ::core::option::Option::None,
+                    position: ::core::option::Option::Some({
+                        static __RATELIMIT_POSITION: ::ratelimit_runtime::__private::Position = ::ratelimit_runtime::__private::Position::new(
+                            2,
+                        );
+                        &__RATELIMIT_POSITION
+                    }),
                     rate: const {
                         ::ratelimit_runtime::Rate::new_const(
                             1000,
