@@ -715,6 +715,10 @@ fn scope_name(value: &Expr) -> syn::Result<LitStr> {
             Lit::Str(text) if text.value().is_empty() => {
                 Err(error(text, "`name` must not be empty"))
             }
+            Lit::Str(text) if text.value().starts_with('#') => Err(error(
+                text,
+                "`name` must not start with `#`, which begins the keys of stacked limits",
+            )),
             Lit::Str(text) => Ok(text.clone()),
             _ => Err(error(
                 value,
@@ -1121,6 +1125,10 @@ mod tests {
         assert_eq!(
             error_of(quote!(period = 1, threshold = 1, name = "")),
             "`name` must not be empty"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, name = "#login")),
+            "`name` must not start with `#`, which begins the keys of stacked limits"
         );
         assert_eq!(
             error_of(quote!(period = 1, threshold = 1, name = login)),

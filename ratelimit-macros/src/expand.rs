@@ -362,8 +362,6 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
     }
 }
 
-/// One limit's statement in a composite check: its `LimitSpec` pushed on the runtime's
-/// `Stack`, unless its `exempt` expression is true.
 /// Why `decision` cannot bind its name here: under `#[async_trait]` (the body's future is made
 /// before the check), or where the name is an argument's (the body would lose the argument).
 fn decision_error(limits: &Limits, function: &AsyncFn) -> Option<syn::Error> {
@@ -376,10 +374,24 @@ fn decision_error(limits: &Limits, function: &AsyncFn) -> Option<syn::Error> {
              later), or read the limits by hand with `Limiter::check_all`",
         ));
     }
-    let shadows = function.sig.inputs.iter().any(|input| match input {
-        syn::FnArg::Typed(typed) => {
-            matches!(&*typed.pat, syn::Pat::Ident(pat) if pat.ident == *decision)
+    /// Whether `pat` binds `name`, at any depth.
+    fn binds(pat: &syn::Pat, name: &Ident) -> bool {
+        match pat {
+            syn::Pat::Ident(pat) => {
+                pat.ident == *name || pat.subpat.as_ref().is_some_and(|(_, p)| binds(p, name))
+            }
+            syn::Pat::Tuple(tuple) => tuple.elems.iter().any(|p| binds(p, name)),
+            syn::Pat::TupleStruct(tuple) => tuple.elems.iter().any(|p| binds(p, name)),
+            syn::Pat::Struct(fields) => fields.fields.iter().any(|f| binds(&f.pat, name)),
+            syn::Pat::Slice(slice) => slice.elems.iter().any(|p| binds(p, name)),
+            syn::Pat::Reference(reference) => binds(&reference.pat, name),
+            syn::Pat::Paren(paren) => binds(&paren.pat, name),
+            syn::Pat::Type(typed) => binds(&typed.pat, name),
+            _ => false,
         }
+    }
+    let shadows = function.sig.inputs.iter().any(|input| match input {
+        syn::FnArg::Typed(typed) => binds(&typed.pat, decision),
         syn::FnArg::Receiver(_) => false,
     });
     shadows.then(|| {
@@ -393,6 +405,9 @@ fn decision_error(limits: &Limits, function: &AsyncFn) -> Option<syn::Error> {
     })
 }
 
+/// One limit's statement in a composite check: its `LimitSpec` pushed on the runtime's
+/// `Stack`, unless its `exempt` expression is true.
+///
 /// `position` is the limit's among stacked attributes (from 1), `None` for one attribute.
 fn push(krate: &TokenStream, local: &Ident, args: &Args, position: Option<usize>) -> TokenStream {
     let option = |value: Option<TokenStream>| match value {

@@ -89,8 +89,9 @@ use proc_macro::TokenStream;
 ///
 /// The counter is named by the scope (see [`name`](#name)) and the optional [`key`](#key): in
 /// Redis it is the sorted set `<prefix><scope>`, or `<prefix><scope>:<key>` with a `key`
-/// (`prefix` is the limiter's key prefix, `"ratelimit:"` by default). Stacked attributes and
-/// `rate = expr` add the window (see [Stacked limits](#stacked-limits)).
+/// (`prefix` is the limiter's key prefix, `"ratelimit:"` by default). `rate = expr` adds the
+/// window, and stacked attributes have a layout of their own (see
+/// [Stacked limits](#stacked-limits)).
 ///
 /// # `period`
 ///
@@ -128,13 +129,13 @@ use proc_macro::TokenStream;
 ///
 /// # `name`
 ///
-/// Optional: the scope, a non-empty string literal (`name = "login"`). Functions with the same
-/// `name` share their counters. Without it the scope is the function's path, such as
-/// `app::handlers::login` or `app::Session<_>::login` (distinct for same-named methods of
-/// different types). Set a `name` to keep keys stable when code moves or the compiler
-/// changes: the default comes from `std::any::type_name`, whose output Rust does not promise
-/// to keep. The default is the path of the function's code, so a trait's default method is
-/// one scope for every implementor (give it a `key` that tells them apart), and so are
+/// Optional: the scope, a non-empty string literal not starting with `#` (`name = "login"`).
+/// Functions with the same `name` share their counters. Without it the scope is the function's
+/// path, such as `app::handlers::login` or `app::Session<_>::login` (distinct for same-named
+/// methods of different types). Set a `name` to keep keys stable when code moves or the
+/// compiler changes: the default comes from `std::any::type_name`, whose output Rust does not
+/// promise to keep. The default is the path of the function's code, so a trait's default method
+/// is one scope for every implementor (give it a `key` that tells them apart), and so are
 /// functions in `const _: () = { ... }` blocks of one module. A `name` with a `:` can meet a
 /// keyed scope (`name = "a:b"` and `name = "a", key = "b"` are one key): prefer names without
 /// one when a `key` is used beside them.
@@ -210,18 +211,25 @@ use proc_macro::TokenStream;
 /// Each stacked limit keeps its own log. A stacked limit's scope is its `name`, or by
 /// default the function's path and the limit's position (`app::search#1` for the outermost,
 /// `app::search#2`...: the default scopes of two stacked limits differ, and a denial's
-/// `Denied::scope` says which limit denied). Its log is `<scope>:{<key>}:<window>`, or
-/// `{<function>}#<position>:<window>` (`{<name>}:<window>` with a `name`) without a key:
-/// `app::search#1:{42}:1s`, `app::search#2:{42}:1d`. The hash tag puts a call's limits of one
-/// key in one Cluster slot (one round trip; a key that is empty or holds a `}` has no tag of
-/// its own, and its limits may take two), and keyless limits are spread by function; a `{`
-/// or `}` of the scope is written `(` or `)`. Since the position is part of the scope,
-/// reordering stacked attributes without `name`s swaps their logs, and adding a second
-/// attribute to a function (or removing one) moves the first limit from `<scope>:<key>`:
-/// such a log starts empty, so for one window the function admits up to one threshold more
-/// than the limit. Give stacked limits `name`s to keep their logs through such changes. A
-/// `name` is shared by functions of the same form only: a plain attribute's `<name>:<key>`
-/// is not a stacked limit's `<name>:{<key>}:<window>`.
+/// `Denied::scope` says which limit denied; the check's span and metrics keep the
+/// function's path). Its log is `#<scope>:{<key>}:<window>`, or without a key
+/// `#{<function>}#<position>:<window>` (`#{<name>}:<window>` with a `name`):
+/// `#app::search#1:{42}:1s`, `#app::search#2:{42}:1d`. The leading `#`, which no plain key
+/// starts with (a `name` may not), keeps them apart from one attribute's keys whatever a
+/// caller's key value; a stacked limit's `name` may not hold `#`, `{` or `}`, and a `{` or
+/// `}` of the function's path is written `(` or `)`. So two limits never share a log.
+///
+/// The hash tag puts a call's limits of one key value in one Cluster slot (one round trip),
+/// and keyless unnamed limits in their function's; not co-located are keys that are empty or
+/// start with `}`, keyless limits of different `name`s, and every key under a key prefix
+/// that holds a `{`: they may take two round trips, still all or nothing.
+///
+/// Since the position is part of the scope, reordering stacked attributes without `name`s
+/// (or a `#[cfg_attr(.., rate_limit(..))]` that comes and goes) shifts their logs, and
+/// adding a second attribute to a function (or removing one) moves the first limit from
+/// `<scope>:<key>`: such a log starts empty, so for one window the function admits up to
+/// one threshold more than the limit. Give stacked limits `name`s to keep their logs through
+/// such changes. A `name` is shared by functions of the same form only.
 ///
 /// The stacked attributes share one limiter: give `limiter` (and `crate`) once, on any of
 /// them, or identically on each; two different limiters are refused (all or nothing across

@@ -87,6 +87,19 @@ pub(crate) fn collect(first: Args, attrs: &mut Vec<Attribute>) -> syn::Result<Li
             _ => {}
         }
     }
+    if limits.len() > 1 {
+        for (args, _) in &limits {
+            if let Some(name) = &args.name
+                && name.value().contains(['#', '{', '}'])
+            {
+                errors.push(syn::Error::new_spanned(
+                    name,
+                    "a stacked limit's `name` must not hold `#`, `{` or `}`: they delimit its \
+                     key's position and hash tag",
+                ));
+            }
+        }
+    }
     for (j, (later, whole)) in limits.iter().enumerate().skip(1) {
         let earlier = &limits[..j];
         let repeated = earlier.iter().any(|(args, _)| same_limit(args, later));
@@ -334,6 +347,15 @@ mod tests {
             )
             .len(),
             1
+        );
+        assert_eq!(
+            errors_of(
+                quote!(period = 1, threshold = 5, name = "a#1"),
+                quote!(#[rate_limit(period = 2, threshold = 5, name = "b{c}")]),
+            )
+            .len(),
+            2,
+            "`#`, `{{` and `}}` in stacked names"
         );
         assert_eq!(
             errors_of(quote!(period = 1, threshold = 5), quote!(#[rate_limit])),

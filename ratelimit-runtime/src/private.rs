@@ -260,11 +260,12 @@ pub enum Layout {
     /// `cost`, `exempt`, `decision` or `label` keeps the log; `rate = expr` appends the
     /// period, `:<window>` (a rate of another period is another log).
     One,
-    /// Stacked attributes: `<scope>:{<key>}:<window>`, or `{<base>}<position>:<window>`
+    /// Stacked attributes: `#<scope>:{<key>}:<window>`, or `#{<base>}<position>:<window>`
     /// without a key, where a limit's scope is its `name`, or the function's path and its
-    /// position (`app::search#2`). The hash tag puts a call's limits of one key in one Redis
-    /// Cluster slot (one round trip); a `{` or `}` of the scope is written `(` or `)`, so that
-    /// the tag is the key's.
+    /// position (`app::search#2`). The leading `#`, which no plain key starts with (a `name`
+    /// may not), keeps these keys apart from those of one attribute. The hash tag puts a
+    /// call's limits of one key in one Redis Cluster slot (one round trip); a `{` or `}` of a
+    /// function's path (a closure's) is written `(` or `)`, so that the tag is the key's.
     Stacked,
 }
 
@@ -289,8 +290,14 @@ impl Position {
     /// `<function>#<position>`, made on the first call: one string per attribute, for the
     /// process's life.
     fn scope(&self, function: &'static str) -> &'static str {
-        self.scope
-            .get_or_init(|| Box::leak(format!("{function}#{}", self.position).into_boxed_str()))
+        let scope = self
+            .scope
+            .get_or_init(|| Box::leak(format!("{function}#{}", self.position).into_boxed_str()));
+        debug_assert!(
+            scope.starts_with(function),
+            "one function per attribute site"
+        );
+        scope
     }
 }
 
@@ -332,8 +339,9 @@ struct Part {
 }
 
 impl Stack {
-    /// The limits of a call of the function `scope` (its path, or its only limit's `name`),
-    /// laid out as `layout`, with room for `capacity` of them.
+    /// The limits of a call of the function `scope` (its path, or, when every limit has a
+    /// `name`, the first one's: the scope of the check's span and metrics), laid out as
+    /// `layout`, with room for `capacity` of them.
     #[must_use]
     pub fn new(scope: &'static str, layout: Layout, capacity: usize) -> Stack {
         Stack {
@@ -365,7 +373,7 @@ impl Stack {
         };
         let window_len = window.as_ref().map_or(0, |window| window.len() + 1);
         let key_len = key.map_or(0, |key| display_len(key) + 3);
-        let mut text = String::with_capacity(scope.len() + key_len + window_len + 2);
+        let mut text = String::with_capacity(scope.len() + key_len + window_len + 3);
         let mut caller_key = None;
         match (self.layout, key) {
             (Layout::One, None) => text.push_str(scope),
@@ -377,13 +385,14 @@ impl Stack {
                 caller_key = Some(start..text.len());
             }
             (Layout::Stacked, None) => {
-                // The function's limits without a key share one tag, and one slot.
-                text.push('{');
+                // The function's unnamed limits without a key share one tag, and one slot.
+                text.push_str("#{");
                 push_untagged(&mut text, base);
                 text.push('}');
                 push_untagged(&mut text, &scope[base.len()..]);
             }
             (Layout::Stacked, Some(key)) => {
+                text.push('#');
                 push_untagged(&mut text, scope);
                 text.push_str(":{");
                 let start = text.len();
@@ -457,7 +466,7 @@ pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, R
             }
         })
         .collect();
-    let decisions = limiter.checking_all(stack.parts[0].scope, limits).await?;
+    let decisions = limiter.checking_all(stack.scope, limits).await?;
     if decisions.allowed {
         return Ok(decisions);
     }
@@ -500,7 +509,7 @@ pub fn cost<C: Cost>(cost: C) -> u64 {
     message = "`cost` must be an unsigned integer of at most 64 bits (`u32`, or `usize` such as `items.len()`), not `{Self}`",
     label = "not `u8`, `u16`, `u32`, `u64` or `usize`",
     note = "a call of cost `c` is admitted iff the window's recorded cost plus `c` stays within the threshold",
-    note = "an expression of unsuffixed integer literals alone is an `i32`: give one a suffix, `5u32`"
+    note = "if the expression is made of unsuffixed integer literals alone, rustc takes it for an `i32`: give one a suffix, `5u32`"
 )]
 pub trait Cost {
     /// The cost, widened to `u64`.
@@ -598,9 +607,9 @@ mod tests {
         assert_eq!(
             stacked,
             [
-                "app::((closure))::f#1:{u}:1m",
-                "{app::((closure))::f}#2:1m",
-                "api:{}x{}:1m",
+                "#app::((closure))::f#1:{u}:1m",
+                "#{app::((closure))::f}#2:1m",
+                "#api:{}x{}:1m",
             ]
         );
         let one = keys(Layout::One, vec![(spec(Some("login"), None), Some("7"))]);

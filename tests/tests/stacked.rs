@@ -54,7 +54,7 @@ async fn daily_first(limiter: &Limiter, user: &str) -> Result<(), RateLimitError
 }
 
 /// On any store: a call denied by one stacked limit is recorded by none, and the logs are
-/// laid out as `<scope>:{<key>}:<window>`, a limit's default scope its function's path and
+/// laid out as `#<scope>:{<key>}:<window>`, a limit's default scope its function's path and
 /// its position.
 async fn stacked_limits_are_one_decision(limiter: &Limiter) {
     let user = "u1";
@@ -70,11 +70,11 @@ async fn stacked_limits_are_one_decision(limiter: &Limiter) {
     let hour = rate(2, HOUR);
     let day = rate(3, DAY);
     assert_eq!(
-        count(limiter, "stacked::burst_then_daily#1:{u1}:1h", hour).await,
+        count(limiter, "#stacked::burst_then_daily#1:{u1}:1h", hour).await,
         2
     );
     assert_eq!(
-        count(limiter, "stacked::burst_then_daily#2:{u1}:1d", day).await,
+        count(limiter, "#stacked::burst_then_daily#2:{u1}:1d", day).await,
         2,
         "the call the burst limit denied is not in the daily log"
     );
@@ -88,7 +88,7 @@ async fn stacked_limits_are_one_decision(limiter: &Limiter) {
         .map(|d| d.deciding().label().to_owned());
     assert_eq!(deciding.as_deref(), Some("1d"));
     assert_eq!(
-        count(limiter, "stacked::daily_first#1:{u1}:1h", rate(5, HOUR)).await,
+        count(limiter, "#stacked::daily_first#1:{u1}:1h", rate(5, HOUR)).await,
         2,
         "the call the daily quota denied is not in the burst log"
     );
@@ -109,14 +109,14 @@ async fn stacked_limits_on_redis() {
     stacked_limits_are_one_decision(&limiter).await;
     let mut connection = redis.connection().await;
     let size: u64 = connection
-        .zcard(format!("{prefix}stacked::burst_then_daily#2:{{u1}}:1d"))
+        .zcard(format!("{prefix}#stacked::burst_then_daily#2:{{u1}}:1d"))
         .await
         .expect("ZCARD");
     assert_eq!(size, 2);
     redis.clean_up(&prefix).await;
 }
 
-// Keyless: the logs are `{<function>}#<position>:<window>`, one slot per function.
+// Keyless: the logs are `#{<function>}#<position>:<window>`, one slot per function.
 #[rate_limit(period = 3600, threshold = 50, limiter = limiter)]
 #[rate_limit(period = "1d", threshold = 70, limiter = limiter)]
 async fn shared(limiter: &Limiter) -> Result<(), RateLimitError> {
@@ -148,8 +148,8 @@ async fn race(limiters: Vec<Limiter>) -> usize {
     let admitted = admitted.load(Ordering::Relaxed);
     assert_eq!(admitted, 50);
     for (key, threshold, period) in [
-        ("{stacked::shared}#1:1h", 50, HOUR),
-        ("{stacked::shared}#2:1d", 70, DAY),
+        ("#{stacked::shared}#1:1h", 50, HOUR),
+        ("#{stacked::shared}#2:1d", 70, DAY),
     ] {
         assert_eq!(
             count(&limiters[0], key, rate(threshold, period)).await,
@@ -188,13 +188,13 @@ async fn racing_callers_on_redis_and_in_a_cluster() {
     }
     let slot = |key: &str| TestCluster::key_slot(&format!("{prefix}{key}"));
     assert_eq!(
-        slot("{stacked::shared}#1:1h"),
-        slot("{stacked::shared}#2:1d"),
+        slot("#{stacked::shared}#1:1h"),
+        slot("#{stacked::shared}#2:1d"),
         "a function's keyless limits share a slot"
     );
     assert_eq!(
-        slot("stacked::burst_then_daily#1:{u1}:1h"),
-        slot("stacked::burst_then_daily#2:{u1}:1d"),
+        slot("#stacked::burst_then_daily#1:{u1}:1h"),
+        slot("#stacked::burst_then_daily#2:{u1}:1d"),
         "a call's limits of one key share a slot"
     );
     race(limiters).await;
@@ -342,7 +342,7 @@ async fn exempt_limits_are_skipped_and_others_still_apply() {
         "exempt from it"
     );
     assert_eq!(
-        count(&limiter, "stacked::exempted#1:{ip}:1h", rate(2, HOUR)).await,
+        count(&limiter, "#stacked::exempted#1:{ip}:1h", rate(2, HOUR)).await,
         2
     );
     for _ in 0..4 {
@@ -403,14 +403,14 @@ async fn a_panicking_rate_leaves_the_limiter_consistent() {
         assert!(outcome.expect_err("the rate panics").is_panic());
     }
     assert_eq!(
-        count(&limiter, "stacked::panicky#1:{u}:1h", rate(5, HOUR)).await,
+        count(&limiter, "#stacked::panicky#1:{u}:1h", rate(5, HOUR)).await,
         0
     );
     assert!(panicky(&limiter, "u", false).await.is_ok());
     assert!(panicky(&limiter, "u", false).await.is_ok());
     assert!(panicky(&limiter, "u", false).await.is_err());
     assert_eq!(
-        count(&limiter, "stacked::panicky#1:{u}:1h", rate(5, HOUR)).await,
+        count(&limiter, "#stacked::panicky#1:{u}:1h", rate(5, HOUR)).await,
         2
     );
 }
@@ -435,14 +435,14 @@ async fn rates_chosen_per_call_keep_logs_of_their_own() {
     assert!(two_tiers(&limiter, "u", a, b).await.is_ok());
     assert!(two_tiers(&limiter, "u", a, b).await.is_ok());
     assert!(two_tiers(&limiter, "u", a, b).await.is_err());
-    assert_eq!(count(&limiter, "stacked::two_tiers#1:{u}:1h", a).await, 2);
-    assert_eq!(count(&limiter, "stacked::two_tiers#2:{u}:1h", b).await, 2);
+    assert_eq!(count(&limiter, "#stacked::two_tiers#1:{u}:1h", a).await, 2);
+    assert_eq!(count(&limiter, "#stacked::two_tiers#2:{u}:1h", b).await, 2);
     // Another period for the first limit: the second's log of an hour is still its own.
     let minute = rate(2, Duration::from_secs(60));
     assert!(two_tiers(&limiter, "v", minute, a).await.is_ok());
     assert!(two_tiers(&limiter, "v", a, a).await.is_ok());
-    assert_eq!(count(&limiter, "stacked::two_tiers#1:{v}:1h", a).await, 1);
-    assert_eq!(count(&limiter, "stacked::two_tiers#2:{v}:1h", a).await, 2);
+    assert_eq!(count(&limiter, "#stacked::two_tiers#1:{v}:1h", a).await, 1);
+    assert_eq!(count(&limiter, "#stacked::two_tiers#2:{v}:1h", a).await, 2);
 }
 
 // Two keys of one period: a user and an IP. Equal values must not share a log.
@@ -459,6 +459,33 @@ async fn vip_or_not(limiter: &Limiter, user: &str, vip: bool) -> Result<(), Rate
     Ok(())
 }
 
+// One attribute named as a stacked limit is: a key value shaped like a stacked key.
+#[rate_limit(period = 1, threshold = 5, key = user, name = "api", limiter = limiter)]
+async fn plain_api(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 1, threshold = 2, key = user, name = "api", limiter = limiter)]
+#[rate_limit(period = "1d", threshold = 1000, key = user, name = "api.daily", limiter = limiter)]
+async fn stacked_api(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_key_value_cannot_reach_a_stacked_log() {
+    let limiter = Limiter::memory();
+    for _ in 0..5 {
+        assert!(plain_api(&limiter, "{bob}:1s").await.is_ok());
+        assert!(plain_api(&limiter, "#api:{bob}:1s").await.is_ok());
+    }
+    assert!(
+        stacked_api(&limiter, "bob").await.is_ok(),
+        "bob's stacked log is his own"
+    );
+    let day = rate(1000, DAY);
+    assert_eq!(count(&limiter, "#api.daily:{bob}:1d", day).await, 1);
+}
+
 #[tokio::test]
 async fn limits_of_equal_key_values_or_exempt_ones_never_share_a_log() {
     let minute = rate(2, Duration::from_secs(60));
@@ -467,7 +494,7 @@ async fn limits_of_equal_key_values_or_exempt_ones_never_share_a_log() {
     assert!(per_user_and_ip(&limiter, "alice", "10.0.0.1").await.is_ok());
     assert!(per_user_and_ip(&limiter, "10.0.0.1", "alice").await.is_ok());
     assert!(per_user_and_ip(&limiter, "alice", "10.0.0.1").await.is_ok());
-    let alice = "stacked::per_user_and_ip#1:{alice}:1m";
+    let alice = "#stacked::per_user_and_ip#1:{alice}:1m";
     assert_eq!(count(&limiter, alice, minute).await, 2);
     // A VIP call, exempt from the first limit, is recorded by the second only.
     assert!(vip_or_not(&limiter, "bob", true).await.is_ok());
@@ -476,7 +503,7 @@ async fn limits_of_equal_key_values_or_exempt_ones_never_share_a_log() {
         "the first limit's log was empty"
     );
     assert!(vip_or_not(&limiter, "bob", false).await.is_err());
-    let bob = "stacked::vip_or_not#2:{bob}:1m";
+    let bob = "#stacked::vip_or_not#2:{bob}:1m";
     assert_eq!(
         count(&limiter, bob, rate(5, Duration::from_secs(60))).await,
         2
@@ -510,6 +537,6 @@ async fn stacked_limits_under_async_trait() {
     assert!(service.search("u").await.is_ok());
     assert!(service.search("u").await.is_ok());
     assert!(service.search("u").await.is_err());
-    let key = "<stacked::Service as stacked::Search>::search#2:{u}:1d";
+    let key = "#<stacked::Service as stacked::Search>::search#2:{u}:1d";
     assert_eq!(count(&service.limiter, key, rate(5, DAY)).await, 2);
 }
