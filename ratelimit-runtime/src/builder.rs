@@ -12,6 +12,7 @@ use crate::policy::FailurePolicy;
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisStore, TlsSettings};
+use crate::testing::ManualClock;
 
 /// The key prefix when none is set: Redis keys are `ratelimit:<key>`.
 pub const DEFAULT_KEY_PREFIX: &str = "ratelimit:";
@@ -35,6 +36,7 @@ pub struct LimiterBuilder {
     failure_policy: FailurePolicy,
     timeout: Duration,
     max_keys: Option<usize>,
+    clock: Option<ManualClock>,
 }
 
 /// The Redis deployment a builder was pointed at.
@@ -53,6 +55,7 @@ impl Default for LimiterBuilder {
             failure_policy: FailurePolicy::default(),
             timeout: DEFAULT_TIMEOUT,
             max_keys: None,
+            clock: None,
         }
     }
 }
@@ -138,6 +141,17 @@ impl LimiterBuilder {
         self
     }
 
+    /// Checks every call at `clock`'s time instead of the wall clock's (in process) or the
+    /// Redis server's: for tests of code that is rate limited (see [`ManualClock`]). A Redis
+    /// limiter then sends the clock's time with each check, as
+    /// [`Limiter::check_at`] does: give it a key prefix of its own, so that no limiter on the
+    /// server's clock shares its logs. Timeouts and circuit breakers stay on real time.
+    #[must_use]
+    pub fn clock(mut self, clock: ManualClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// What a check answers when the store cannot (default [`FailurePolicy::Local`]).
     #[must_use]
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
@@ -199,6 +213,7 @@ impl LimiterBuilder {
             store,
             self.failure_policy,
             fallback,
+            self.clock,
         )))
     }
 }
@@ -224,6 +239,7 @@ impl fmt::Debug for LimiterBuilder {
             .field("key_prefix", &self.key_prefix)
             .field("failure_policy", &self.failure_policy)
             .field("timeout", &self.timeout)
+            .field("clock", &self.clock)
             .finish()
     }
 }

@@ -108,6 +108,7 @@ mod key;
 mod limit;
 mod policy;
 mod rate;
+pub mod testing;
 
 mod runtime;
 #[cfg(feature = "tls")]

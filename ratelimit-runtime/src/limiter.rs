@@ -20,6 +20,7 @@ use crate::policy::FailurePolicy;
 use crate::rate::Rate;
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
+use crate::testing::ManualClock;
 
 /// Checks calls against a [`Rate`] with an exact sliding window log, and records admissions.
 ///
@@ -85,7 +86,22 @@ impl Limiter {
     /// A limiter on `store`, falling back on a fresh in-process store under
     /// [`FailurePolicy::Local`].
     fn from_store(store: Store, policy: FailurePolicy) -> Limiter {
-        Limiter::from_shared(Shared::new(store, policy, MemoryStore::new()))
+        Limiter::from_shared(Shared::new(store, policy, MemoryStore::new(), None))
+    }
+
+    /// An in-process limiter whose checks are at `clock`'s time: for tests of code that is
+    /// rate limited, which move the clock instead of sleeping (see
+    /// [`ManualClock`](crate::testing::ManualClock)). Sync, so it can initialize a `static`.
+    #[must_use]
+    pub fn memory_with_clock(clock: ManualClock) -> Limiter {
+        let store = Store::Memory(MemoryStore::new());
+        let shared = Shared::new(
+            store,
+            FailurePolicy::default(),
+            MemoryStore::new(),
+            Some(clock),
+        );
+        Limiter::from_shared(shared)
     }
 
     /// The limiter whose clones share `shared`.

@@ -56,7 +56,7 @@ impl Shared {
         at: Option<SystemTime>,
     ) -> Result<Decisions, RateLimitError> {
         validate(&limits)?;
-        let at = at.map(clock::micros_since_epoch).transpose()?;
+        let at = self.time_of(at.map(clock::micros_since_epoch).transpose()?);
         let labels: Vec<Option<Cow<'static, str>>> =
             limits.iter_mut().map(Limit::take_label).collect();
         let refs: Vec<LimitRef<'_>> = limits.iter().map(Limit::as_ref).collect();

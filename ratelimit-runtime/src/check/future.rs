@@ -108,7 +108,7 @@ impl Future for Checking<'_> {
             Stage::Taken => unreachable!("the key is taken only once the check is over"),
         };
         let at = match this.at.map(clock::micros_since_epoch).transpose() {
-            Ok(at) => at,
+            Ok(at) => this.shared.time_of(at),
             Err(error) => {
                 this.done = true;
                 return Poll::Ready(Err(error));

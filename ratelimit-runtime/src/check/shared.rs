@@ -6,6 +6,7 @@ use crate::health::Health;
 use crate::policy::FailurePolicy;
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
+use crate::testing::ManualClock;
 
 /// A limiter's state, behind the `Arc` its clones share.
 pub(crate) struct Shared {
@@ -19,18 +20,37 @@ pub(crate) struct Shared {
     pub(crate) health: Health,
     /// Set once a key was found holding something other than a sorted set (logged once).
     pub(crate) foreign_key_seen: AtomicBool,
+    /// The clock every check without an explicit time is checked at; `None`: the wall clock
+    /// (in process) or the Redis server's.
+    pub(crate) clock: Option<ManualClock>,
 }
 
 impl Shared {
     /// The state of a limiter on `store`, answering by `policy` when it cannot (falling back
     /// on `fallback` under [`FailurePolicy::Local`]).
-    pub(crate) fn new(store: Store, policy: FailurePolicy, fallback: MemoryStore) -> Shared {
+    pub(crate) fn new(
+        store: Store,
+        policy: FailurePolicy,
+        fallback: MemoryStore,
+        clock: Option<ManualClock>,
+    ) -> Shared {
         Shared {
             health: Health::new(store.parts()),
             store,
             policy,
             fallback,
             foreign_key_seen: AtomicBool::new(false),
+            clock,
+        }
+    }
+
+    /// The time of a check: `at` when given, else the manual clock's, if any (µs since the
+    /// Unix epoch; `None`: the store's own clock).
+    #[inline]
+    pub(crate) fn time_of(&self, at: Option<u64>) -> Option<u64> {
+        match (&self.clock, at) {
+            (Some(clock), None) => Some(clock.now_us()),
+            (_, at) => at,
         }
     }
 }
