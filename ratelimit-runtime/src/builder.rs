@@ -144,8 +144,10 @@ impl LimiterBuilder {
     /// Checks every call at `clock`'s time instead of the wall clock's (in process) or the
     /// Redis server's: for tests of code that is rate limited (see [`ManualClock`]). A Redis
     /// limiter then sends the clock's time with each check, as
-    /// [`Limiter::check_at`] does: give it a key prefix of its own, so that no limiter on the
-    /// server's clock shares its logs. Timeouts and circuit breakers stay on real time.
+    /// [`Limiter::check_at`] does, and needs a key prefix of its own (see
+    /// [`build`](LimiterBuilder::build)), so that no limiter on the server's clock shares its
+    /// logs. Timeouts, circuit breakers and the expiry of Redis keys stay on real time (see
+    /// [`ManualClock`]).
     #[must_use]
     pub fn clock(mut self, clock: ManualClock) -> Self {
         self.clock = Some(clock);
@@ -176,7 +178,7 @@ impl LimiterBuilder {
     /// [`RateLimitError::InvalidConfig`] for a malformed Redis URL, an unknown scheme,
     /// `rediss://` without the `tls` feature, TLS certificates for a URL that is not
     /// `rediss://`, a TLS certificate or key that does not parse or a key that is not the
-    /// certificate's, an empty list of cluster nodes (or nodes that disagree on TLS or
+    /// certificate's, a Redis limiter on a [`ManualClock`] with the default key prefix, an empty list of cluster nodes (or nodes that disagree on TLS or
     /// credentials, or a `redis+unix://` or `/<db>` node URL), a zero timeout, or a zero
     /// `max_keys`.
     #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
@@ -189,6 +191,13 @@ impl LimiterBuilder {
         if self.timeout.is_zero() {
             return Err(RateLimitError::InvalidConfig(
                 "the timeout must be longer than zero".into(),
+            ));
+        }
+        if self.clock.is_some() && self.redis.is_some() && self.key_prefix == DEFAULT_KEY_PREFIX {
+            return Err(RateLimitError::InvalidConfig(
+                "a Redis limiter on a ManualClock needs a key prefix of its own \
+                 (`key_prefix`): the logs of limiters on the server's clock would mix two clocks"
+                    .into(),
             ));
         }
         let max_keys = match self.max_keys {

@@ -50,7 +50,7 @@ use crate::testing::ManualClock;
 ///   `<prefix><key>`, scores in integer microseconds since the Unix epoch, checked by one Lua
 ///   script (evict, count, then admit and record, or deny). The clock is the Redis server's
 ///   `TIME`, one clock for every application server, unless [`check_at`](Limiter::check_at)
-///   passes one. Each admission extends the key's `PEXPIRE` (never shortens it) so an idle key
+///   passes a time or the limiter is on a [`ManualClock`] (for tests). Each admission extends the key's `PEXPIRE` (never shortens it) so an idle key
 ///   vanishes once its newest admission leaves the window (and at least 1 s after it was
 ///   made). The connection is made on first use, inside a check, and
 ///   every check (connecting included) is bounded by the timeout (default 250 ms); a check
@@ -142,8 +142,9 @@ impl Limiter {
     /// Checks `key` against `rate` now, and records the call if it is admitted.
     ///
     /// `key` is any text (user identifiers included; it is never logged above debug level,
-    /// nor used as a metrics label); in Redis it becomes `<prefix><key>`. Now is the Redis
-    /// server's `TIME` for a Redis limiter, the local wall clock otherwise. Like any future,
+    /// nor used as a metrics label); in Redis it becomes `<prefix><key>`. Now is the limiter's
+    /// [`ManualClock`]'s time when it has one (read when the check is first polled), else the
+    /// Redis server's `TIME` for a Redis limiter, the local wall clock otherwise. Like any future,
     /// the check happens when it is polled; an in-process check completes on the first poll.
     ///
     /// The check runs in a `ratelimit.check` span (without a `scope`), and with the `metrics`
@@ -164,9 +165,10 @@ impl Limiter {
 
     /// Checks `key` against `rate` at the time `at`, and records the call if it is admitted.
     ///
-    /// For tests and for callers that keep their own clock. Do not mix `check_at` and
-    /// [`check`](Limiter::check) on one key of a Redis limiter: `check` reads the Redis
-    /// server's clock, which may differ from the one `at` comes from.
+    /// For tests and for callers that keep their own clock; `at` wins over a
+    /// [`ManualClock`]. Do not mix `check_at` and [`check`](Limiter::check) on one key of a
+    /// Redis limiter, or of a limiter on a manual clock: `check` reads the Redis server's
+    /// clock (or the manual one), which may differ from the one `at` comes from.
     ///
     /// # Errors
     ///
@@ -291,6 +293,7 @@ impl fmt::Debug for Limiter {
         f.debug_struct("Limiter")
             .field("store", &self.shared.store.kind())
             .field("failure_policy", &self.shared.policy)
+            .field("clock", &self.shared.clock)
             .finish_non_exhaustive()
     }
 }

@@ -44,11 +44,26 @@ use crate::clock;
 /// test says so: no sleeping, no flaky timing. The time has microsecond resolution (what the
 /// stores count).
 ///
-/// Only the checks' time is the clock's. Timeouts, circuit breakers and their probes stay on
-/// real time (a test of a Redis outage still waits for them), and a Redis limiter on a manual
-/// clock sends the clock's time with each check instead of reading the server's `TIME`: give
-/// it a key prefix of its own, since a log shared with limiters on the server's clock would
-/// mix two clocks.
+/// Only the checks' time is the clock's, read when a check is first polled (a check made
+/// before an [`advance`](ManualClock::advance) and awaited after it is at the later time).
+/// Real time still rules:
+///
+/// - timeouts, circuit breakers and their probes (a test of a Redis outage still waits for
+///   them);
+/// - on Redis, the keys' expiry: a key lives its remaining window on the manual clock, but
+///   counted on the server's real clock, and at least 1 s. A test that lets more real time
+///   pass between two checks of one window than that window's length (a 1 s burst limit
+///   across a wait for a breaker) finds the log gone: prefer the in-process limiter there,
+///   or longer windows;
+/// - in process, the sweeps that drop idle keys and make room under
+///   [`max_keys`](crate::LimiterBuilder::max_keys): a key is dropped once its window has
+///   passed on the manual clock and a period of real time since its last admission, so
+///   advancing the clock does not free room under a cap.
+///
+/// A Redis limiter on a manual clock sends the clock's time with each check instead of
+/// reading the server's `TIME`, and needs a key prefix of its own (a log shared with limiters
+/// on the server's clock would mix two clocks). `cargo test` runs tests on parallel threads:
+/// give each test its own clock and limiter, or, for a `static` limiter, keys of its own.
 ///
 /// Modeled on governor's `FakeRelativeClock`. There is no public clock trait: a clock per
 /// application server is the bug a shared Redis clock exists to avoid.
@@ -95,6 +110,8 @@ impl ManualClock {
 
     /// Sets the clock to `to`, earlier or later (the stores count an admission later than
     /// the time of a check as in its window, as for [`Limiter::check_at`](crate::Limiter::check_at)).
+    /// Going back is exact only as far as no check has evicted since: admissions that left
+    /// the window at a later time are gone, and do not count when the clock returns.
     ///
     /// # Panics
     ///

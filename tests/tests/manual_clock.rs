@@ -23,7 +23,9 @@ async fn say_hi(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
     Ok(())
 }
 
-#[rate_limit(period = 1, threshold = 2, key = user, limiter = limiter)]
+// Windows of a minute and more: on Redis a key's expiry counts real time (at least the window),
+// which a loaded machine's pauses between checks must not reach.
+#[rate_limit(period = 60, threshold = 2, key = user, limiter = limiter)]
 #[rate_limit(period = "1d", threshold = 3, key = user, limiter = limiter)]
 async fn search(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
     Ok(())
@@ -53,16 +55,41 @@ async fn windows_pass_when_the_clock_moves(limiter: &Limiter, clock: &ManualCloc
     assert!(search(limiter, "bob").await.is_ok());
     assert!(search(limiter, "bob").await.is_ok());
     assert!(search(limiter, "bob").await.is_err(), "the burst limit");
-    clock.advance(Duration::from_secs(1));
+    clock.advance(Duration::from_secs(60));
     assert!(search(limiter, "bob").await.is_ok());
-    clock.advance(Duration::from_secs(1));
+    clock.advance(Duration::from_secs(60));
     let err = search(limiter, "bob").await.unwrap_err();
     let day = Duration::from_secs(86_400);
-    assert_eq!(
-        err.retry_after(),
-        Some(day - Duration::from_secs(2)),
-        "the daily quota"
+    let waited = Duration::from_secs(120);
+    assert_eq!(err.retry_after(), Some(day - waited), "the daily quota");
+    // A cost, and an explicit time, which wins over the clock.
+    let rate = Rate::new(3, Duration::from_secs(60)).expect("a rate");
+    assert!(
+        limiter
+            .check_n("cost", rate, 3)
+            .await
+            .expect("a check")
+            .allowed
     );
+    assert!(
+        !limiter
+            .check_n("cost", rate, 1)
+            .await
+            .expect("a check")
+            .allowed
+    );
+    let later = clock.now() + Duration::from_secs(60);
+    assert!(
+        limiter
+            .check_at("cost", rate, later)
+            .await
+            .expect("a check")
+            .allowed
+    );
+    clock.advance(Duration::from_secs(60));
+    let three = limiter.check_n("cost", rate, 3).await.expect("a check");
+    assert!(!three.allowed, "the explicit time's admission counts");
+    assert_eq!(three.remaining, 2);
     clock.advance(day);
     assert!(search(limiter, "bob").await.is_ok());
     println!("a day of windows in {:?} of real time", started.elapsed());
@@ -118,10 +145,24 @@ async fn on_redis_the_clocks_time_is_sent() {
 }
 
 #[tokio::test]
+async fn a_redis_limiter_on_a_clock_needs_a_prefix_of_its_own() {
+    let built = Limiter::builder()
+        .redis_url("redis://127.0.0.1:6379/")
+        .clock(ManualClock::new(start()))
+        .build()
+        .await;
+    let Err(RateLimitError::InvalidConfig(reason)) = built else {
+        panic!("the default prefix is refused");
+    };
+    assert!(reason.contains("key prefix of its own"), "{reason}");
+}
+
+#[tokio::test]
 async fn the_local_fallback_is_on_the_clock_too() {
     let clock = ManualClock::new(start());
     let limiter = Limiter::builder()
         .redis_url(format!("redis://127.0.0.1:{}/", tests::spare_port()))
+        .key_prefix(unique_prefix("manual-clock-local"))
         .failure_policy(FailurePolicy::Local)
         .timeout(Duration::from_secs(10))
         .clock(clock.clone())

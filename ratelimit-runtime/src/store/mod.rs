@@ -8,7 +8,7 @@
 //! these rules, and `tests/tests/store_conformance.rs` runs the same semantics against each:
 //!
 //! - **Time** is integer microseconds since the Unix epoch: the check's explicit time (`at`,
-//!   from `Limiter::check_at`), else the store's own clock: the wall clock in process, the
+//!   from `Limiter::check_at`, or a `ManualClock`'s time), else the store's own clock: the wall clock in process, the
 //!   Redis server's `TIME` in Redis (one clock for every application server, whatever theirs
 //!   say).
 //! - **The sliding window log** (the one algorithm so far): a limit admits a call at `now`
