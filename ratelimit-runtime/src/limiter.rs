@@ -218,6 +218,50 @@ impl Limiter {
         Either::Right(async move { check.await.map(|decisions| *decisions) })
     }
 
+    /// What a check of `key` against `rate` now would answer, recording nothing (no
+    /// admission, no eviction, no TTL touched): "how many calls are left?". The decision is
+    /// `allowed` iff a call would be admitted; unlike a check's, `remaining` counts no call
+    /// (what is left now: a key with 3 left says 3); on a full window `retry_after` is the
+    /// time until a call fits; `reset_after` the time until the window is empty (zero for a
+    /// key never checked). A look is not atomic with a later check: racing calls may take
+    /// what it saw.
+    ///
+    /// On Redis it is one script (`peek.lua`) that reads the key's set on its master, through
+    /// the circuit breakers and within the timeout; when the store cannot answer, the failure
+    /// policy does: `Open` answers an empty window, `Local` the fallback's log, `Closed` the
+    /// error ([`policy_answers`](Limiter::policy_answers) counts these answers).
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when the store cannot answer under
+    /// [`FailurePolicy::Closed`].
+    pub fn peek<'a>(
+        &'a self,
+        key: &'a str,
+        rate: Rate,
+    ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
+        self.shared.peek(key, rate, None)
+    }
+
+    /// [`peek`](Limiter::peek) at the time `at` (see [`check_at`](Limiter::check_at)).
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidInput`] when `at` is before 1970 or after the year 2155;
+    /// otherwise as [`peek`](Limiter::peek).
+    pub fn peek_at<'a>(
+        &'a self,
+        key: &'a str,
+        rate: Rate,
+        at: SystemTime,
+    ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send + 'a {
+        let shared = &self.shared;
+        async move {
+            let at = crate::clock::micros_since_epoch(at)?;
+            shared.peek(key, rate, Some(at)).await
+        }
+    }
+
     /// Checks several limits of one call together, now: the call is admitted iff every limit
     /// admits it (each with its key, rate and cost: see [`Limit`]), and then recorded in each;
     /// denied by any, it is recorded in none. The answer, [`Decisions`], derefs to the

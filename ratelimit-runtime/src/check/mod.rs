@@ -9,7 +9,8 @@
 //!   bookkeeping, handed to the runtime when its caller stops waiting;
 //! - `future.rs`: [`Checking`], the future of one check;
 //! - `all.rs`: a check of several limits (each with its key, rate and cost), all or nothing:
-//!   one step in process and on one server, reserve then refund across a cluster's slots.
+//!   one step in process and on one server, reserve then refund across a cluster's slots;
+//! - `peek.rs`: a look at a key's log that records nothing, the policy's when the store fails.
 //!
 //! A check's trip: [`Checking`] is polled; on its first poll it converts the explicit time,
 //! enters its span and asks `answer.rs` what comes next ([`Next`](answer::Next)): an answer
@@ -19,6 +20,7 @@
 mod all;
 mod answer;
 mod future;
+mod peek;
 mod remote;
 mod shared;
 

@@ -207,6 +207,24 @@ impl MemoryStore {
         self.verdict(key, rate, at).decision(rate)
     }
 
+    /// What a check of `key` against `rate` (cost 1) at `at` (µs since the Unix epoch;
+    /// `None`: the wall clock) would answer, recording nothing and evicting nothing: admitted
+    /// iff a call fits, `remaining` what is left now (no call counted). A key the store does
+    /// not track is an empty log.
+    pub(crate) fn peek(&self, key: &str, rate: Rate, at: Option<u64>) -> Decision {
+        let now = Now::of(at).at;
+        let hash = self.hash(key);
+        let mut shard = self.shards[self.shard_index(hash)]
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let threshold = rate.threshold();
+        match shard.find(hash, key) {
+            Some(log) => log.peek(rate, now),
+            None => Decision::admitted(threshold, threshold, Duration::ZERO),
+        }
+    }
+
     /// [`check`](MemoryStore::check) of a call of cost 1 (every check of `Limiter::check` and
     /// the attribute's), its answer in two words (returned in registers; the caller builds the
     /// [`Decision`] where it keeps it).
@@ -575,6 +593,27 @@ impl Log {
             let newest = self.newest;
             Verdict::denied(freeing + period - now_us, newest + period - now_us)
         }
+    }
+
+    /// [`MemoryStore::peek`]'s answer at `now`: the window's admissions counted where they
+    /// lie (the log is sorted), none dropped.
+    fn peek(&self, rate: Rate, now: u64) -> Decision {
+        let period = rate.period_us();
+        let threshold = rate.threshold();
+        let first = self
+            .admissions
+            .partition_point(|&t| t.saturating_add(period) <= now);
+        let count = (self.admissions.len() - first) as u64;
+        if count == 0 {
+            return Decision::admitted(threshold, threshold, Duration::ZERO);
+        }
+        let reset_after = micros(self.newest + period - now);
+        if count < threshold {
+            return Decision::admitted(threshold, threshold - count, reset_after);
+        }
+        // As a check's denial: the admission at index `count − threshold` of the window.
+        let freeing = self.admissions[first + (count - threshold) as usize];
+        Decision::denied(threshold, micros(freeing + period - now), reset_after)
     }
 
     /// Drops the admissions that left the window `(now − period, now]`: an admission at `t`

@@ -129,6 +129,24 @@ impl Store {
         }
     }
 
+    /// What a check of `limit` (cost 1) at `at` would answer, recording nothing: see
+    /// [`MemoryStore::peek`] and [`RedisStore::peek`].
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Store::check).
+    pub(crate) async fn peek(
+        &self,
+        limit: LimitRef<'_>,
+        at: Option<u64>,
+    ) -> Result<Decision, StoreError> {
+        match self {
+            Store::Memory(store) => Ok(store.peek(limit.key, limit.rate, at)),
+            Store::Redis(store) => store.peek(limit, at).await,
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
     /// A new admission's name, for [`check_all`](Store::check_all) and its
     /// [`refund`](Store::refund) (the in-process store needs none: all zeros).
     pub(crate) fn admission(&self) -> Admission {

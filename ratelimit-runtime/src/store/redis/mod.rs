@@ -204,6 +204,21 @@ impl RedisStore {
         script::decode_refund(&reply, limits)
     }
 
+    /// What a check of `limit` (cost 1) at `at` would answer, writing nothing (`peek.lua`),
+    /// within the timeout: `remaining` is what is left now, no call counted.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check).
+    pub(crate) async fn peek(
+        &self,
+        limit: LimitRef<'_>,
+        at: Option<u64>,
+    ) -> Result<Decision, StoreError> {
+        let reply = self.exchange(Call::Peek { limit, at }).await?;
+        script::decode_peek(&reply, limit.rate.threshold())
+    }
+
     /// Runs `call` within the store's timeout, connecting first if need be; a connection that
     /// timed out, or leads to a replica, is forgotten (the next call connects afresh).
     ///

@@ -45,6 +45,12 @@ static REFUND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(REF
 /// The text of [`REFUND`].
 const REFUND_SOURCE: &str = include_str!("refund.lua");
 
+/// What a check would answer, writing nothing: `peek.lua`.
+static PEEK: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PEEK_SOURCE));
+
+/// The text of [`PEEK`].
+const PEEK_SOURCE: &str = include_str!("peek.lua");
+
 /// One exchange with Redis: a script and its arguments.
 #[derive(Clone, Copy)]
 pub(super) enum Call<'a> {
@@ -68,6 +74,11 @@ pub(super) enum Call<'a> {
         admission: &'a [u8],
         now: u64,
     },
+    /// A look at one limit's log at `at` (`None`: the server's `TIME`): [`PEEK`].
+    Peek {
+        limit: LimitRef<'a>,
+        at: Option<u64>,
+    },
 }
 
 impl Call<'_> {
@@ -76,6 +87,7 @@ impl Call<'_> {
             Call::One { .. } => (&SLIDING_WINDOW, SOURCE),
             Call::Several { .. } => (&SLIDING_WINDOW_LIMITS, LIMITS_SOURCE),
             Call::Refund { .. } => (&REFUND, REFUND_SOURCE),
+            Call::Peek { .. } => (&PEEK, PEEK_SOURCE),
         }
     }
 }
@@ -99,7 +111,7 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
         ("EVALSHA", script.get_hash())
     };
     let limits: &[LimitRef<'_>] = match call {
-        Call::One { limit, .. } => std::slice::from_ref(limit),
+        Call::One { limit, .. } | Call::Peek { limit, .. } => std::slice::from_ref(limit),
         Call::Several { limits, .. } | Call::Refund { limits, .. } => limits,
     };
     let keys: usize = limits
@@ -153,6 +165,12 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
             }
             return command;
         }
+        Call::Peek { limit, at } => {
+            command
+                .arg(limit.rate.period_us())
+                .arg(limit.rate.threshold());
+            at
+        }
     };
     time(&mut command, at);
     command
@@ -205,6 +223,30 @@ pub(super) async fn run(
             .await;
     }
     result
+}
+
+/// Turns `peek.lua`'s reply `{count, retry_after_us, reset_after_us}` into the [`Decision`] of
+/// a look at a log under a rate of `threshold`: admitted iff a call fits, `remaining` what is
+/// left now (no call counted).
+pub(super) fn decode_peek(reply: &[i64], threshold: u64) -> Result<Decision, StoreError> {
+    let &[count, retry_after, reset_after] = reply else {
+        return Err(StoreError::Protocol(
+            format!("expected 3 integers, got {}", reply.len()).into(),
+        ));
+    };
+    let (Ok(count), Ok(retry_after), Ok(reset_after)) = (
+        u64::try_from(count),
+        u64::try_from(retry_after),
+        u64::try_from(reset_after),
+    ) else {
+        return Err(StoreError::Protocol("a negative count or time".into()));
+    };
+    let reset_after = Duration::from_micros(reset_after);
+    Ok(if count < threshold {
+        Decision::admitted(threshold, threshold - count, reset_after)
+    } else {
+        Decision::denied(threshold, Duration::from_micros(retry_after), reset_after)
+    })
 }
 
 /// Turns the script's reply `{admitted, count, retry_after_us, reset_after_us}` into a

@@ -1,0 +1,40 @@
+-- A look at a sliding window log that writes nothing: what a check of cost 1 at now would
+-- answer, without evicting, recording or touching the TTL.
+--
+-- KEYS[1]  the key's sorted set: members are admissions, scores are integer microseconds
+--          since the Unix epoch.
+-- ARGV[1]  period, integer microseconds (1,000 ..= 3,155,760,000,000,000).
+-- ARGV[2]  threshold (1 ..= 4,294,967,295).
+-- ARGV[3]  now, integer microseconds since the Unix epoch; empty: use this server's TIME.
+--
+-- Returns {count (admissions in the window (now - period, now], later ones included, as a
+--          check counts them), retry_after (µs until a call fits; 0 when one fits now),
+--          reset_after (µs until no admission is left in the window; 0 for an empty one)}.
+--
+-- Entries older than the window are still in the set (only a check evicts): the window's
+-- first admission is at rank ZCARD - count, so the one whose leaving lets a call in is at
+-- rank ZCARD - threshold. Numbers go to redis.call as text, as in sliding_window.lua. Not
+-- flagged no-writes (a flag Redis 5 and 6 cannot parse): it runs where checks run, on the
+-- key's master.
+
+local key = KEYS[1]
+local period = tonumber(ARGV[1])
+local threshold = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+if now == nil then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+
+local count = redis.call('ZCOUNT', key, '(' .. string.format('%d', now - period), '+inf')
+if count == 0 then
+  return {0, 0, 0}
+end
+local newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
+local retry_after = 0
+if count >= threshold then
+  local rank = string.format('%d', redis.call('ZCARD', key) - threshold)
+  local freeing = tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
+  retry_after = freeing + period - now
+end
+return {count, retry_after, newest + period - now}

@@ -1,0 +1,168 @@
+//! `Limiter::peek`: what a check would answer, writing nothing, on every store (in process, a
+//! real `redis-server`, a 3-master cluster) and under every failure policy.
+//!
+//! Timing: every asserted answer is at an explicit time (or a manual clock's); the stores'
+//! own state is read back with Redis commands.
+
+use std::time::{Duration, SystemTime};
+
+use ratelimit_runtime::testing::ManualClock;
+use ratelimit_runtime::{Decision, FailurePolicy, Limiter, Rate, RateLimitError};
+use redis::AsyncCommands as _;
+use tests::cluster::TestCluster;
+use tests::{TestRedis, at_micros, connected, unique_prefix};
+
+const T0: u64 = 1_700_000_000_000_000;
+const SECOND: u64 = 1_000_000;
+
+fn rate() -> Rate {
+    Rate::new(3, Duration::from_secs(60)).expect("a rate")
+}
+
+async fn check(limiter: &Limiter, key: &str, at: u64) -> Decision {
+    limiter
+        .check_at(key, rate(), at_micros(at))
+        .await
+        .expect("a check")
+}
+
+async fn peek(limiter: &Limiter, key: &str, at: u64) -> Decision {
+    limiter
+        .peek_at(key, rate(), at_micros(at))
+        .await
+        .expect("a peek")
+}
+
+/// On any store: a look answers as the documented check would (`remaining` counting no call),
+/// and changes nothing a later check sees.
+async fn looks_then_checks(limiter: &Limiter, key: &str) {
+    let empty = peek(limiter, key, T0).await;
+    assert_eq!(
+        empty,
+        Decision::admitted(3, 3, Duration::ZERO),
+        "a key never checked"
+    );
+    check(limiter, key, T0).await;
+    check(limiter, key, T0 + 10 * SECOND).await;
+    let two = peek(limiter, key, T0 + 20 * SECOND).await;
+    assert_eq!(two, Decision::admitted(3, 1, Duration::from_secs(50)));
+    assert!(check(limiter, key, T0 + 20 * SECOND).await.allowed);
+    let full = peek(limiter, key, T0 + 30 * SECOND).await;
+    assert_eq!(
+        full,
+        Decision::denied(3, Duration::from_secs(30), Duration::from_secs(50))
+    );
+    // Looking again and again changes nothing: the check at that time answers the same.
+    for _ in 0..3 {
+        assert_eq!(peek(limiter, key, T0 + 30 * SECOND).await, full);
+    }
+    let checked = check(limiter, key, T0 + 30 * SECOND).await;
+    assert_eq!(checked.retry_after, full.retry_after);
+    // Once the first admission has left, a call fits; a look evicts nothing.
+    let after = peek(limiter, key, T0 + 60 * SECOND).await;
+    assert_eq!(after, Decision::admitted(3, 1, Duration::from_secs(20)));
+}
+
+#[tokio::test]
+async fn in_process() {
+    looks_then_checks(&Limiter::memory(), "k").await;
+}
+
+#[tokio::test]
+async fn on_redis_a_look_writes_nothing() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("peek");
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(&prefix)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("a Redis limiter");
+    looks_then_checks(&limiter, "k").await;
+    let mut connection = redis.connection().await;
+    let key = format!("{prefix}k");
+    let before: Vec<(String, f64)> = connection.zrange_withscores(&key, 0, -1).await.unwrap();
+    let ttl_before: i64 = connection.pttl(&key).await.unwrap();
+    // A look long after the window: a check would evict every admission; a look leaves them.
+    let late = peek(&limiter, "k", T0 + 3_600 * SECOND).await;
+    assert_eq!(late, Decision::admitted(3, 3, Duration::ZERO));
+    let after: Vec<(String, f64)> = connection.zrange_withscores(&key, 0, -1).await.unwrap();
+    let ttl_after: i64 = connection.pttl(&key).await.unwrap();
+    assert_eq!(after, before, "the set is untouched");
+    assert!(ttl_after <= ttl_before, "the TTL is not extended");
+    let never: bool = connection.exists(format!("{prefix}never")).await.unwrap();
+    assert!(!never);
+    peek(&limiter, "never", T0).await;
+    let never: bool = connection.exists(format!("{prefix}never")).await.unwrap();
+    assert!(!never, "a look at a key never checked makes none");
+    // On the server's clock too.
+    let now = limiter.peek("k2", rate()).await.expect("a peek");
+    assert_eq!(now, Decision::admitted(3, 3, Duration::ZERO));
+    redis.clean_up(&prefix).await;
+}
+
+#[tokio::test]
+async fn in_a_cluster_a_look_goes_to_the_keys_master() {
+    let cluster = TestCluster::start(3);
+    let prefix = unique_prefix("peek-cluster");
+    let limiter = Limiter::builder()
+        .redis_cluster(cluster.urls())
+        .key_prefix(&prefix)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("a cluster limiter");
+    connected(&limiter, "peek-canary").await;
+    for node in 0..cluster.len() {
+        let full = cluster.key_for_node(node, &format!("{prefix}k"));
+        let key = full.strip_prefix(&prefix).expect("the prefix");
+        looks_then_checks(&limiter, key).await;
+    }
+}
+
+#[tokio::test]
+async fn when_the_store_fails_the_policy_answers() {
+    let url = format!("redis://127.0.0.1:{}/", tests::spare_port());
+    let build = |policy| {
+        Limiter::builder()
+            .redis_url(&url)
+            .failure_policy(policy)
+            .timeout(Duration::from_secs(10))
+            .build()
+    };
+    let open = build(FailurePolicy::Open).await.expect("a limiter");
+    let answer = peek(&open, "k", T0).await;
+    assert_eq!(answer, Decision::admitted(3, 3, Duration::ZERO));
+    assert!(open.policy_answers() >= 1);
+
+    let closed = build(FailurePolicy::Closed).await.expect("a limiter");
+    let err = closed
+        .peek_at("k", rate(), at_micros(T0))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RateLimitError::Unavailable(_)), "{err}");
+
+    // `Local`: the fallback's log, which the checks answered by the policy recorded.
+    let local = build(FailurePolicy::Local).await.expect("a limiter");
+    check(&local, "k", T0).await;
+    check(&local, "k", T0 + SECOND).await;
+    let answer = peek(&local, "k", T0 + 2 * SECOND).await;
+    assert_eq!(answer, Decision::admitted(3, 1, Duration::from_secs(59)));
+}
+
+#[tokio::test]
+async fn on_a_manual_clock() {
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_micros(T0));
+    let limiter = Limiter::memory_with_clock(clock.clone());
+    for _ in 0..3 {
+        assert!(limiter.check("k", rate()).await.expect("a check").allowed);
+    }
+    let full = limiter.peek("k", rate()).await.expect("a peek");
+    assert_eq!(full.retry_after, Some(Duration::from_secs(60)));
+    clock.advance(Duration::from_secs(60));
+    let free = limiter.peek("k", rate()).await.expect("a peek");
+    assert_eq!(free, Decision::admitted(3, 3, Duration::ZERO));
+}
