@@ -226,10 +226,15 @@ impl Limiter {
     /// key never checked). A look is not atomic with a later check: racing calls may take
     /// what it saw.
     ///
-    /// On Redis it is one script (`peek.lua`) that reads the key's set on its master, through
-    /// the circuit breakers and within the timeout; when the store cannot answer, the failure
+    /// On Redis it is one script (`peek.lua`) that reads the key's set on its master (it
+    /// writes nothing; Redis itself may still drop a key whose TTL ran out when the script
+    /// reads it), through the circuit breakers and within the timeout, handed to the runtime
+    /// when its caller stops waiting, as a check is. When the store cannot answer, the failure
     /// policy does: `Open` answers an empty window, `Local` the fallback's log, `Closed` the
-    /// error ([`policy_answers`](Limiter::policy_answers) counts these answers).
+    /// error. A look is not a check: it has no `ratelimit.check` span, no metrics, and is not
+    /// counted in [`policy_answers`](Limiter::policy_answers). In process, a look at a key the
+    /// store does not track answers an empty window even where a check would be denied for
+    /// room under [`max_keys`](crate::LimiterBuilder::max_keys).
     ///
     /// # Errors
     ///
@@ -260,6 +265,27 @@ impl Limiter {
             let at = crate::clock::micros_since_epoch(at)?;
             shared.peek(key, rate, Some(at)).await
         }
+    }
+
+    /// Forgets `key` as [`check`](Limiter::check) names it: every admission of every rate
+    /// that shares its log (in Redis, `DEL <prefix><key>`), and its log in the in-process
+    /// fallback of [`FailurePolicy::Local`], so that the key's next call starts a fresh window
+    /// (a support desk unblocking a customer). A call in flight may still record after it.
+    ///
+    /// For the attribute's keys, name them as its documentation lays them out: `<scope>` or
+    /// `<scope>:<key>` for one attribute (`:<window>` appended with `rate = expr`), and
+    /// `#<scope>:{<key>}:<window>` for each stacked limit.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when the store could not forget the key (down, slow,
+    /// its breaker open), whatever the failure policy: no policy can answer for a reset. The
+    /// fallback's log is forgotten even then.
+    pub fn reset<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> impl Future<Output = Result<(), RateLimitError>> + Send + 'a {
+        self.shared.reset(key)
     }
 
     /// Checks several limits of one call together, now: the call is admitted iff every limit

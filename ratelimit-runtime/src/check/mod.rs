@@ -10,7 +10,8 @@
 //! - `future.rs`: [`Checking`], the future of one check;
 //! - `all.rs`: a check of several limits (each with its key, rate and cost), all or nothing:
 //!   one step in process and on one server, reserve then refund across a cluster's slots;
-//! - `peek.rs`: a look at a key's log that records nothing, the policy's when the store fails.
+//! - `inspect.rs`: a key's log outside a check: a look that records nothing (the policy's
+//!   when the store fails), and its reset.
 //!
 //! A check's trip: [`Checking`] is polled; on its first poll it converts the explicit time,
 //! enters its span and asks `answer.rs` what comes next ([`Next`](answer::Next)): an answer
@@ -20,7 +21,7 @@
 mod all;
 mod answer;
 mod future;
-mod peek;
+mod inspect;
 mod remote;
 mod shared;
 

@@ -225,6 +225,18 @@ impl MemoryStore {
         }
     }
 
+    /// Forgets `key`: its log, every admission of every rate that shares it.
+    pub(crate) fn remove(&self, key: &str) {
+        let hash = self.hash(key);
+        let mut shard = self.shards[self.shard_index(hash)]
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Ok(entry) = shard.logs.find_entry(hash, |entry| *entry.key == *key) {
+            entry.remove();
+        }
+    }
+
     /// [`check`](MemoryStore::check) of a call of cost 1 (every check of `Limiter::check` and
     /// the attribute's), its answer in two words (returned in registers; the caller builds the
     /// [`Decision`] where it keeps it).

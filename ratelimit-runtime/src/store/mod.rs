@@ -147,6 +147,22 @@ impl Store {
         }
     }
 
+    /// Forgets `key`'s log: see [`MemoryStore::remove`] and [`RedisStore::reset`].
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Store::check).
+    pub(crate) async fn reset(&self, key: &str) -> Result<(), StoreError> {
+        match self {
+            Store::Memory(store) => {
+                store.remove(key);
+                Ok(())
+            }
+            Store::Redis(store) => store.reset(key).await,
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
     /// A new admission's name, for [`check_all`](Store::check_all) and its
     /// [`refund`](Store::refund) (the in-process store needs none: all zeros).
     pub(crate) fn admission(&self) -> Admission {

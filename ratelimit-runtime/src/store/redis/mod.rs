@@ -219,6 +219,24 @@ impl RedisStore {
         script::decode_peek(&reply, limit.rate.threshold())
     }
 
+    /// Deletes `key`'s sorted set (`reset.lua`), within the timeout.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check).
+    pub(crate) async fn reset(&self, key: &str) -> Result<(), StoreError> {
+        // The rate goes unused: the script deletes the key whatever its rates.
+        let rate = crate::rate::Rate::new_const(1, Duration::from_secs(1));
+        let limit = LimitRef { key, rate, cost: 0 };
+        let reply = self.exchange(Call::Reset { limit }).await?;
+        match reply.as_slice() {
+            [_deleted] => Ok(()),
+            other => Err(StoreError::Protocol(
+                format!("expected 1 integer, got {}", other.len()).into(),
+            )),
+        }
+    }
+
     /// Runs `call` within the store's timeout, connecting first if need be; a connection that
     /// timed out, or leads to a replica, is forgotten (the next call connects afresh).
     ///

@@ -51,6 +51,12 @@ static PEEK: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PEEK_
 /// The text of [`PEEK`].
 const PEEK_SOURCE: &str = include_str!("peek.lua");
 
+/// Forgets a key: `reset.lua`.
+static RESET: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RESET_SOURCE));
+
+/// The text of [`RESET`].
+const RESET_SOURCE: &str = include_str!("reset.lua");
+
 /// One exchange with Redis: a script and its arguments.
 #[derive(Clone, Copy)]
 pub(super) enum Call<'a> {
@@ -79,6 +85,8 @@ pub(super) enum Call<'a> {
         limit: LimitRef<'a>,
         at: Option<u64>,
     },
+    /// The deletion of `limit`'s key (its rate unused): [`RESET`].
+    Reset { limit: LimitRef<'a> },
 }
 
 impl Call<'_> {
@@ -88,6 +96,7 @@ impl Call<'_> {
             Call::Several { .. } => (&SLIDING_WINDOW_LIMITS, LIMITS_SOURCE),
             Call::Refund { .. } => (&REFUND, REFUND_SOURCE),
             Call::Peek { .. } => (&PEEK, PEEK_SOURCE),
+            Call::Reset { .. } => (&RESET, RESET_SOURCE),
         }
     }
 }
@@ -111,7 +120,9 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
         ("EVALSHA", script.get_hash())
     };
     let limits: &[LimitRef<'_>] = match call {
-        Call::One { limit, .. } | Call::Peek { limit, .. } => std::slice::from_ref(limit),
+        Call::One { limit, .. } | Call::Peek { limit, .. } | Call::Reset { limit } => {
+            std::slice::from_ref(limit)
+        }
         Call::Several { limits, .. } | Call::Refund { limits, .. } => limits,
     };
     let keys: usize = limits
@@ -171,6 +182,7 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
                 .arg(limit.rate.threshold());
             at
         }
+        Call::Reset { .. } => return command,
     };
     time(&mut command, at);
     command
@@ -520,6 +532,25 @@ mod tests {
         assert!(decode_limits(&[], &limits).is_err());
         assert!(decode_limits(&[1, 9, 1, 0, -1, 0, 1, 0], &limits).is_err());
         assert!(decode_refund(&[1], &limits).is_err());
+    }
+
+    #[test]
+    fn decodes_looks() {
+        let empty = decode_peek(&[0, 0, 0], 5).unwrap();
+        assert_eq!(empty, Decision::admitted(5, 5, Duration::ZERO));
+        let two = decode_peek(&[2, 0, 9_000], 5).unwrap();
+        assert_eq!(two, Decision::admitted(5, 3, Duration::from_micros(9_000)));
+        let full = decode_peek(&[6, 1_500, 9_000], 5).unwrap();
+        assert_eq!(
+            full,
+            Decision::denied(
+                5,
+                Duration::from_micros(1_500),
+                Duration::from_micros(9_000)
+            )
+        );
+        assert!(decode_peek(&[1, 2], 5).is_err());
+        assert!(decode_peek(&[-1, 0, 0], 5).is_err());
     }
 
     #[test]

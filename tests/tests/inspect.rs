@@ -1,5 +1,6 @@
-//! `Limiter::peek`: what a check would answer, writing nothing, on every store (in process, a
-//! real `redis-server`, a 3-master cluster) and under every failure policy.
+//! `Limiter::peek`, what a check would answer, writing nothing, and `Limiter::reset`, a key
+//! forgotten: on every store (in process, a real `redis-server`, a 3-master cluster) and
+//! under every failure policy.
 //!
 //! Timing: every asserted answer is at an explicit time (or a manual clock's); the stores'
 //! own state is read back with Redis commands.
@@ -7,7 +8,7 @@
 use std::time::{Duration, SystemTime};
 
 use ratelimit_runtime::testing::ManualClock;
-use ratelimit_runtime::{Decision, FailurePolicy, Limiter, Rate, RateLimitError};
+use ratelimit_runtime::{Decision, FailurePolicy, Limiter, Rate, RateLimitError, rate_limit};
 use redis::AsyncCommands as _;
 use tests::cluster::TestCluster;
 use tests::{TestRedis, at_micros, connected, unique_prefix};
@@ -61,11 +62,66 @@ async fn looks_then_checks(limiter: &Limiter, key: &str) {
     // Once the first admission has left, a call fits; a look evicts nothing.
     let after = peek(limiter, key, T0 + 60 * SECOND).await;
     assert_eq!(after, Decision::admitted(3, 1, Duration::from_secs(20)));
+    // A reset during a denial lets the next call in, with a fresh window.
+    assert!(!check(limiter, key, T0 + 50 * SECOND).await.allowed);
+    limiter.reset(key).await.expect("a reset");
+    assert_eq!(
+        peek(limiter, key, T0 + 50 * SECOND).await,
+        Decision::admitted(3, 3, Duration::ZERO)
+    );
+    let fresh = check(limiter, key, T0 + 50 * SECOND).await;
+    assert_eq!(fresh, Decision::admitted(3, 2, Duration::from_secs(60)));
+    limiter.reset(key).await.expect("a reset");
+    limiter
+        .reset(key)
+        .await
+        .expect("a reset of a key that is gone");
+}
+
+/// A log that a longer rate keeps: entries older than the shorter rate's window are still
+/// there when it looks, and the look's retry-after is the check's.
+async fn a_longer_rates_entries(limiter: &Limiter, key: &str) -> Vec<Decision> {
+    let hour = Rate::new(10, Duration::from_secs(3_600)).expect("a rate");
+    let minute = Rate::new(2, Duration::from_secs(60)).expect("a rate");
+    for seconds in [0, 100, 110] {
+        let at = at_micros(T0 + seconds * SECOND);
+        assert!(
+            limiter
+                .check_at(key, hour, at)
+                .await
+                .expect("a check")
+                .allowed
+        );
+    }
+    let at = at_micros(T0 + 120 * SECOND);
+    let look = limiter.peek_at(key, minute, at).await.expect("a peek");
+    let checked = limiter.check_at(key, minute, at).await.expect("a check");
+    assert_eq!(
+        look,
+        Decision::denied(2, Duration::from_secs(40), Duration::from_secs(50))
+    );
+    assert_eq!(
+        (checked.allowed, checked.retry_after),
+        (false, look.retry_after)
+    );
+    // A threshold lowered below the count; a period of 100 years, reaching before 1970.
+    let lowered = Rate::new(1, Duration::from_secs(3_600)).expect("a rate");
+    let longest = Rate::new(3, Rate::MAX_PERIOD).expect("a rate");
+    vec![
+        limiter.peek_at(key, lowered, at).await.expect("a peek"),
+        limiter.peek_at(key, longest, at).await.expect("a peek"),
+    ]
 }
 
 #[tokio::test]
 async fn in_process() {
     looks_then_checks(&Limiter::memory(), "k").await;
+    let answers = a_longer_rates_entries(&Limiter::memory(), "shared").await;
+    assert_eq!(
+        answers[0],
+        Decision::denied(1, Duration::from_secs(3_590), Duration::from_secs(3_590))
+    );
+    assert_eq!((answers[1].allowed, answers[1].remaining), (true, 1));
 }
 
 #[tokio::test]
@@ -97,6 +153,13 @@ async fn on_redis_a_look_writes_nothing() {
     peek(&limiter, "never", T0).await;
     let never: bool = connection.exists(format!("{prefix}never")).await.unwrap();
     assert!(!never, "a look at a key never checked makes none");
+    check(&limiter, "gone", T0).await;
+    limiter.reset("gone").await.expect("a reset");
+    let gone: bool = connection.exists(format!("{prefix}gone")).await.unwrap();
+    assert!(!gone, "a reset deletes the key");
+    let in_process = a_longer_rates_entries(&Limiter::memory(), "shared").await;
+    let on_redis = a_longer_rates_entries(&limiter, "shared").await;
+    assert_eq!(on_redis, in_process, "both stores answer alike");
     // On the server's clock too.
     let now = limiter.peek("k2", rate()).await.expect("a peek");
     assert_eq!(now, Decision::admitted(3, 3, Duration::ZERO));
@@ -136,7 +199,7 @@ async fn when_the_store_fails_the_policy_answers() {
     let open = build(FailurePolicy::Open).await.expect("a limiter");
     let answer = peek(&open, "k", T0).await;
     assert_eq!(answer, Decision::admitted(3, 3, Duration::ZERO));
-    assert!(open.policy_answers() >= 1);
+    assert_eq!(open.policy_answers(), 0, "a look is not counted as a check");
 
     let closed = build(FailurePolicy::Closed).await.expect("a limiter");
     let err = closed
@@ -151,6 +214,58 @@ async fn when_the_store_fails_the_policy_answers() {
     check(&local, "k", T0 + SECOND).await;
     let answer = peek(&local, "k", T0 + 2 * SECOND).await;
     assert_eq!(answer, Decision::admitted(3, 1, Duration::from_secs(59)));
+
+    // A reset the store cannot make is an error under every policy; the fallback forgets.
+    for limiter in [&open, &closed, &local] {
+        let err = limiter.reset("k").await.unwrap_err();
+        assert!(matches!(err, RateLimitError::Unavailable(_)), "{err}");
+    }
+    let answer = peek(&local, "k", T0 + 2 * SECOND).await;
+    assert_eq!(
+        answer,
+        Decision::admitted(3, 3, Duration::ZERO),
+        "the fallback forgot"
+    );
+}
+
+#[rate_limit(period = 60, threshold = 1, key = user, limiter = limiter)]
+async fn login(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 1, key = user, limiter = limiter)]
+#[rate_limit(period = "1d", threshold = 10, key = user, limiter = limiter)]
+async fn search(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_attributes_keys_are_reset_as_documented() {
+    let limiter = Limiter::memory();
+    assert!(login(&limiter, "alice").await.is_ok());
+    assert!(login(&limiter, "alice").await.is_err());
+    limiter
+        .reset("inspect::login:alice")
+        .await
+        .expect("a reset");
+    assert!(login(&limiter, "alice").await.is_ok(), "unblocked");
+
+    assert!(search(&limiter, "bob").await.is_ok());
+    assert!(search(&limiter, "bob").await.is_err());
+    limiter
+        .reset("#inspect::search#1:{bob}:1m")
+        .await
+        .expect("a reset");
+    assert!(
+        search(&limiter, "bob").await.is_ok(),
+        "the burst limit forgot"
+    );
+    let day = Rate::new(10, Duration::from_secs(86_400)).expect("a rate");
+    let daily = limiter
+        .peek("#inspect::search#2:{bob}:1d", day)
+        .await
+        .expect("a peek");
+    assert_eq!(daily.remaining, 8, "the daily quota kept its count");
 }
 
 #[tokio::test]

@@ -1,0 +1,136 @@
+//! A key's log outside a check: looked at without recording anything
+//! ([`Limiter::peek`](crate::Limiter::peek): the store's answer, through the circuit breakers
+//! and within the timeout, or the failure policy's when the store cannot give it), or
+//! forgotten ([`Limiter::reset`](crate::Limiter::reset)).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use super::remote::EndProbe;
+use super::shared::Shared;
+use crate::decision::Decision;
+use crate::error::{RateLimitError, StoreError};
+use crate::health::Route;
+use crate::limit::LimitRef;
+use crate::policy::FailurePolicy;
+use crate::rate::Rate;
+use crate::runtime::{HandOff, Runtime};
+use crate::store::Access;
+use crate::telemetry;
+
+impl Shared {
+    /// What a check of `key` against `rate` (cost 1) at `at` (µs since the Unix epoch; `None`:
+    /// the limiter's clock) would answer, recording nothing: admitted iff a call fits,
+    /// `remaining` what is left now (no call counted), `retry_after` on a full window the time
+    /// until a call fits, `reset_after` the time until the window is empty.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when the store cannot answer under
+    /// [`FailurePolicy::Closed`].
+    pub(crate) async fn peek(
+        self: &Arc<Self>,
+        key: &str,
+        rate: Rate,
+        at: Option<u64>,
+    ) -> Result<Decision, RateLimitError> {
+        let at = self.time_of(at);
+        if let Access::InProcess(store) = self.store.access() {
+            return Ok(store.peek(key, rate, at));
+        }
+        let owned = key.to_owned();
+        let outcome = self
+            .remote_op(key, move |shared| async move {
+                let limit = LimitRef {
+                    key: &owned,
+                    rate,
+                    cost: 1,
+                };
+                shared.store.peek(limit, at).await
+            })
+            .await;
+        outcome.or_else(|error| self.peek_by_policy(key, rate, at, error))
+    }
+
+    /// Forgets `key`: its log in the store (every admission of every rate that shares it) and
+    /// in the in-process fallback, through the circuit breakers and within the timeout. The
+    /// fallback is cleared even when the store cannot be reached.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when the store could not forget the key, whatever the
+    /// failure policy (a reset is not a check: no policy can answer for it).
+    pub(crate) async fn reset(self: &Arc<Self>, key: &str) -> Result<(), RateLimitError> {
+        self.fallback.remove(key);
+        if let Access::InProcess(store) = self.store.access() {
+            store.remove(key);
+            return Ok(());
+        }
+        let owned = key.to_owned();
+        self.remote_op(key, move |shared| async move {
+            shared.store.reset(&owned).await
+        })
+        .await
+        .map_err(RateLimitError::Unavailable)
+    }
+
+    /// Runs `op` on the store for `key`, as a check's remote leg runs: through the key's
+    /// circuit breaker (its open breaker answers at once), and handed to the runtime when its
+    /// caller stops waiting, so that its outcome still reaches the breakers. Outside a runtime,
+    /// or for an unusable store, the error, with nothing settled.
+    async fn remote_op<T, F, Op>(self: &Arc<Self>, key: &str, op: Op) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StoreError>> + Send + 'static,
+        Op: FnOnce(Arc<Shared>) -> F + Send + 'static,
+    {
+        if let Access::Unusable(error) = self.store.access() {
+            self.health.failed(0, &error, self.policy, false);
+            return Err(error);
+        }
+        let Some(runtime) = Runtime::current() else {
+            return Err(StoreError::NoRuntime);
+        };
+        let probe = match self.health.route(|| self.store.part(key)) {
+            Route::Store(probe) => probe,
+            Route::Policy(error) => return Err(error),
+        };
+        // Ends the probe if the call is dropped unfinished (even before its first poll).
+        let unanswered = probe.map(|part| EndProbe::new(Arc::clone(self), part));
+        let shared = Arc::clone(self);
+        let part = self.store.part(key);
+        let call = async move {
+            let outcome = op(Arc::clone(&shared)).await;
+            shared.settle(outcome.as_ref().err(), || part, probe);
+            if let Some(end) = unanswered {
+                std::mem::forget(end);
+            }
+            outcome
+        };
+        HandOff::new(call, runtime).await
+    }
+
+    /// The failure policy's answer to a look the store could not give (`error`): `Open`, an
+    /// empty window; `Local`, the fallback's log; `Closed`, the error. Reported as a check's
+    /// policy answer is (a debug event), but not counted among them
+    /// ([`Limiter::policy_answers`](crate::Limiter::policy_answers) counts checks).
+    fn peek_by_policy(
+        &self,
+        key: &str,
+        rate: Rate,
+        at: Option<u64>,
+        error: StoreError,
+    ) -> Result<Decision, RateLimitError> {
+        telemetry::policy_answered(None, key, &error, self.policy);
+        let threshold = rate.threshold();
+        match self.policy {
+            FailurePolicy::Open => Ok(Decision::admitted(
+                threshold,
+                threshold,
+                std::time::Duration::ZERO,
+            )),
+            FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
+            FailurePolicy::Local => Ok(self.fallback.peek(key, rate, at)),
+        }
+    }
+}
