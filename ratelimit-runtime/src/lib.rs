@@ -126,6 +126,7 @@ mod check;
 mod builder;
 mod global;
 mod limiter;
+mod wait;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -349,6 +349,11 @@ impl Limiter {
         self.shared.check_all(Some(scope), limits, None)
     }
 
+    /// The manual clock the limiter's checks are at, if any.
+    pub(crate) fn manual_clock(&self) -> Option<&ManualClock> {
+        self.shared.clock.as_ref()
+    }
+
     /// A check for the attribute and the layer: in a span with the field `scope`, labelled
     /// with `scope` in the metrics, and with an event for its decision (trace when admitted,
     /// debug when denied, with the key stripped of its `scope:` prefix).

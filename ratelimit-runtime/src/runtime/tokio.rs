@@ -29,6 +29,11 @@ impl Runtime {
     }
 }
 
+/// Waits `duration`, on the Tokio runtime's time driver.
+pub(crate) async fn sleep(duration: Duration) {
+    ::tokio::time::sleep(duration).await;
+}
+
 /// The time limit of [`timeout`] passed before its future finished.
 #[derive(Debug)]
 pub(crate) struct Elapsed;
