@@ -11,6 +11,7 @@
 //!            | "exempt" "=" EXPR            a `bool`: true skips this limit
 //!            | "decision" "=" IDENT         binds `&Decisions` for the body
 //!            | "label" "=" STR              the policy's name in the HTTP fields
+//!            | "wait" "=" (INT | STR)       as `period`: how long a denied call waits for a slot
 //!            | "limiter" "=" EXPR           an expression evaluating to &Limiter
 //!            | "name" "=" STR               a non-empty scope name
 //!            | "crate" "=" STR              the path of ratelimit_runtime
@@ -39,7 +40,7 @@ const MAX_PERIOD_US: u128 = 3_155_760_000 * 1_000_000;
 const MAX_COST: u128 = 10_000;
 
 /// The arguments, in the order the error messages list them, with an example of each.
-const ARGUMENTS: [(&str, &str); 11] = [
+const ARGUMENTS: [(&str, &str); 12] = [
     ("period", "period = 60"),
     ("threshold", "threshold = 10"),
     ("key", "key = user_id"),
@@ -48,6 +49,7 @@ const ARGUMENTS: [(&str, &str); 11] = [
     ("exempt", "exempt = caller.is_internal()"),
     ("decision", "decision = d"),
     ("label", "label = \"burst\""),
+    ("wait", "wait = \"30s\""),
     ("limiter", "limiter = &LIMITER"),
     ("name", "name = \"login\""),
     ("crate", "crate = \"::ratelimit_runtime\""),
@@ -88,6 +90,9 @@ pub(crate) struct Args {
     pub(crate) decision: Option<Ident>,
     /// The policy's name in the HTTP fields: non-empty printable ASCII.
     pub(crate) label: Option<LitStr>,
+    /// How long a denied call waits for a slot, in microseconds (1 ms..=100 years), with the
+    /// tokens that gave it.
+    pub(crate) wait: Option<(u64, Expr)>,
     /// The expression evaluating to `&Limiter`.
     pub(crate) limiter: Option<Expr>,
     /// The scope name, non-empty.
@@ -189,6 +194,7 @@ struct ArgsBuilder {
     exempt: Option<Expr>,
     decision: Option<Ident>,
     label: Option<LitStr>,
+    wait: Option<(u64, Expr)>,
     limiter: Option<Expr>,
     name: Option<LitStr>,
     krate: Option<Path>,
@@ -224,6 +230,7 @@ impl ArgsBuilder {
             "exempt" => unreserved(&text, value).map(|expr| self.exempt = Some(expr)),
             "decision" => binding(&value).map(|ident| self.decision = Some(ident)),
             "label" => label(&value).map(|lit| self.label = Some(lit)),
+            "wait" => duration("wait", &value).map(|us| self.wait = Some((us, value.clone()))),
             "limiter" => unreserved(&text, value)
                 .and_then(made_per_call)
                 .map(|expr| self.limiter = Some(expr)),
@@ -290,6 +297,7 @@ impl ArgsBuilder {
             exempt: self.exempt,
             decision: self.decision,
             label: self.label,
+            wait: self.wait,
             limiter: self.limiter,
             name: self.name,
             krate: self.krate,
@@ -373,41 +381,52 @@ fn strip_groups(expr: Expr) -> Expr {
 
 /// `period = 30` (whole seconds) or `period = "1500ms"`, in microseconds.
 fn period(value: &Expr) -> syn::Result<u64> {
+    duration("period", value)
+}
+
+/// A duration argument (`period`, `wait`): whole seconds (`30`) or `"<integer><unit>"`
+/// (`"1500ms"`), in microseconds, from 1 ms to 100 years; `argument` names it in the errors.
+fn duration(argument: &str, value: &Expr) -> syn::Result<u64> {
     let us = match value {
         Expr::Lit(lit) => match &lit.lit {
-            Lit::Int(int) => period_seconds(int)?,
+            Lit::Int(int) => whole_seconds(argument, int)?,
             Lit::Str(text) => duration::parse(&text.value()).map_err(|reason| {
-                error(text, format!("invalid `period` {}: {reason}", text.token()))
+                error(
+                    text,
+                    format!("invalid `{argument}` {}: {reason}", text.token()),
+                )
             })?,
-            Lit::Float(float) => return Err(fractional_seconds(float)),
-            _ => return Err(period_type(value)),
+            Lit::Float(float) => return Err(fractional_seconds(argument, float)),
+            _ => return Err(duration_type(argument, value)),
         },
         Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => {
             return Err(error(
                 value,
-                "`period` cannot be negative; it must be at least 1 ms",
+                format!("`{argument}` cannot be negative; it must be at least 1 ms"),
             ));
         }
-        _ => return Err(period_type(value)),
+        _ => return Err(duration_type(argument, value)),
     };
-    period_in_range(us).map_err(|message| error(value, message))
+    duration_in_range(argument, us).map_err(|message| error(value, message))
 }
 
-fn period_type(value: &Expr) -> syn::Error {
+fn duration_type(argument: &str, value: &Expr) -> syn::Error {
     error(
         value,
-        "`period` must be an integer number of seconds or a duration string, \
-         e.g. `period = 60` or `period = \"1500ms\"`",
+        format!(
+            "`{argument}` must be an integer number of seconds or a duration string, \
+             e.g. `{argument} = 60` or `{argument} = \"1500ms\"`"
+        ),
     )
 }
 
-fn period_seconds(int: &LitInt) -> syn::Result<u128> {
+fn whole_seconds(argument: &str, int: &LitInt) -> syn::Result<u128> {
     let suffix = int.suffix();
     if duration::UNITS.iter().any(|(unit, _)| *unit == suffix) {
         return Err(error(
             int,
             format!(
-                "a `period` with a unit is a string: write `period = \"{}{suffix}\"`",
+                "a `{argument}` with a unit is a string: write `{argument} = \"{}{suffix}\"`",
                 int.base10_digits()
             ),
         ));
@@ -416,17 +435,17 @@ fn period_seconds(int: &LitInt) -> syn::Result<u128> {
         return Err(error(
             int,
             format!(
-                "invalid suffix `{suffix}` for `period`; units go in a string, e.g. `period = \"1500ms\"`"
+                "invalid suffix `{suffix}` for `{argument}`; units go in a string, e.g. `{argument} = \"1500ms\"`"
             ),
         ));
     }
     // Digits beyond u128 are far beyond 100 years: saturate, then the range check reports it.
     let seconds = int.base10_digits().parse::<u128>().unwrap_or(u128::MAX);
-    check_suffix_range(int, seconds, "period")?;
+    check_suffix_range(int, seconds, argument)?;
     Ok(seconds.saturating_mul(1_000_000))
 }
 
-fn fractional_seconds(float: &LitFloat) -> syn::Error {
+fn fractional_seconds(argument: &str, float: &LitFloat) -> syn::Error {
     // `1.5h` is a float with the suffix `h`: a fraction of that unit, not of seconds.
     let per = duration::UNITS
         .iter()
@@ -434,20 +453,25 @@ fn fractional_seconds(float: &LitFloat) -> syn::Error {
         .map_or(1_000_000, |(_, us)| *us);
     let suggestion = duration::decimal_us(float.base10_digits(), per).and_then(duration::suggest);
     let message = match suggestion {
-        Some(text) => format!("`period` takes whole seconds; write `period = \"{text}\"`"),
-        None => "`period` takes whole seconds or a duration string of whole milliseconds, \
-                 e.g. `period = \"1500ms\"`"
-            .to_owned(),
+        Some(text) => {
+            format!("`{argument}` takes whole seconds; write `{argument} = \"{text}\"`")
+        }
+        None => format!(
+            "`{argument}` takes whole seconds or a duration string of whole milliseconds, \
+             e.g. `{argument} = \"1500ms\"`"
+        ),
     };
     error(float, message)
 }
 
-fn period_in_range(us: u128) -> Result<u64, &'static str> {
+fn duration_in_range(argument: &str, us: u128) -> Result<u64, String> {
     if us < MIN_PERIOD_US {
-        return Err("`period` must be at least 1 ms");
+        return Err(format!("`{argument}` must be at least 1 ms"));
     }
     if us > MAX_PERIOD_US {
-        return Err("`period` must be at most 100 years (3155760000 s)");
+        return Err(format!(
+            "`{argument}` must be at most 100 years (3155760000 s)"
+        ));
     }
     Ok(u64::try_from(us).expect("bounded by MAX_PERIOD_US"))
 }
@@ -1060,7 +1084,7 @@ mod tests {
         assert_eq!(
             error_of(quote!(period = 1, threshold = 2, colour = "red")),
             "unknown argument `colour`; expected one of `period`, `threshold`, `key`, `rate`, \
-             `cost`, `exempt`, `decision`, `label`, `limiter`, `name`, `crate`"
+             `cost`, `exempt`, `decision`, `label`, `wait`, `limiter`, `name`, `crate`"
         );
     }
 
@@ -1258,6 +1282,30 @@ mod tests {
             error_of(quote!(period = 1, threshold = 1, label = "é")),
             "`label` must be non-empty printable ASCII: it is sent to clients in the \
              `RateLimit` fields"
+        );
+    }
+
+    #[test]
+    fn wait_takes_a_duration() {
+        let args = parse(quote!(period = 1, threshold = 1, wait = "30s")).unwrap();
+        assert_eq!(args.wait.as_ref().map(|(us, _)| *us), Some(30_000_000));
+        assert!(args.is_plain(), "a wait keeps the plain form");
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, wait = "0s")),
+            "`wait` must be at least 1 ms"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, wait = "36526d")),
+            "`wait` must be at most 100 years (3155760000 s)"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, wait = 1.5)),
+            "`wait` takes whole seconds; write `wait = \"1500ms\"`"
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 1, wait = forever)),
+            "`wait` must be an integer number of seconds or a duration string, e.g. \
+             `wait = 60` or `wait = \"1500ms\"`"
         );
     }
 

@@ -123,6 +123,18 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
         None => quote! { ::core::option::Option::None },
     };
     let limiter = limiter(&krate, limits);
+    // With `wait`, the check that waits for a slot while denied.
+    let (check, wait_argument) = match limits.wait {
+        None => (quote! { #krate::__private::check }, quote! {}),
+        Some(wait) => {
+            let wait = wait_duration(&krate, wait);
+            (
+                quote! { #krate::__private::check_waiting },
+                quote! { , #wait },
+            )
+        }
+    };
+    let wait_option = wait_option(&krate, limits.wait);
     let denied = Denied::at(&krate, output_span);
     let denied_call = |argument: &Ident| denied.call(argument);
     let denied = &denied.path;
@@ -136,7 +148,7 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
                     let #local: &'static ::core::primitive::str = #scope;
                     let #local = (#local, #key);
                     if let ::core::result::Result::Err(#local) =
-                        #krate::__private::check(#limiter, #local, #rate).await
+                        #check(#limiter, #local, #rate #wait_argument).await
                     {
                         return #denied;
                     }
@@ -191,6 +203,7 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
                         #local
                     },
                     #rate,
+                    #wait_option,
                     #denied,
                     #body,
                 ))
@@ -314,11 +327,18 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
         #(#pushes)*
     };
     let limiter = limiter(&krate, limits);
+    let wait_option = wait_option(&krate, limits.wait);
     let denied = Denied::at(&krate, output_span);
     let fn_body = match flavor {
         Flavor::Async => {
             let deny = denied.call(&local);
-            let check = quote! { #krate::__private::check_stack(#limiter, #local).await };
+            let check = match limits.wait {
+                None => quote! { #krate::__private::check_stack(#limiter, #local).await },
+                Some(wait) => {
+                    let wait = wait_duration(&krate, wait);
+                    quote! { #krate::__private::check_stack_waiting(#limiter, #local, #wait).await }
+                }
+            };
             match &limits.decision {
                 Some(decision) => braces(quote! {
                     let #decision = {
@@ -350,6 +370,7 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
                         #stack
                         (#local, #krate::__private::owned_limiter(#limiter))
                     },
+                    #wait_option,
                     #deny,
                     #body,
                 ))
@@ -556,6 +577,23 @@ fn borrow(expr: &syn::Expr) -> TokenStream {
     let mut parenthesized = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
     parenthesized.set_span(last);
     quote_spanned! {first=> & #parenthesized }
+}
+
+/// `wait` (µs) as a `Duration` expression.
+fn wait_duration(krate: &TokenStream, wait: u64) -> TokenStream {
+    let wait = Literal::u64_unsuffixed(wait);
+    quote! { #krate::__private::Duration::from_micros(#wait) }
+}
+
+/// `wait` as an `Option<Duration>` expression, for the `#[async_trait]` guards.
+fn wait_option(krate: &TokenStream, wait: Option<u64>) -> TokenStream {
+    match wait {
+        Some(wait) => {
+            let wait = wait_duration(krate, wait);
+            quote! { ::core::option::Option::Some(#wait) }
+        }
+        None => quote! { ::core::option::Option::None },
+    }
 }
 
 /// The `limiter` expression, or the process-wide default.

@@ -19,6 +19,8 @@ pub(crate) struct Limits {
     pub(crate) krate: Option<Path>,
     /// The binding of the decisions, given on at most one of them.
     pub(crate) decision: Option<Ident>,
+    /// How long a denied call waits for a slot (µs), given on any of them, the same on each.
+    pub(crate) wait: Option<u64>,
 }
 
 impl Limits {
@@ -75,6 +77,21 @@ pub(crate) fn collect(first: Args, attrs: &mut Vec<Attribute>) -> syn::Result<Li
         &mut errors,
     );
     let krate = agree(&limits, |args| args.krate.as_ref(), "crate", &mut errors);
+    let mut wait: Option<u64> = None;
+    for (args, _) in &limits {
+        match (wait, &args.wait) {
+            (Some(first), Some((again, tokens))) if first != *again => {
+                errors.push(syn::Error::new_spanned(
+                    tokens,
+                    "stacked `#[rate_limit]`s are one check, which waits once: this `wait` \
+                     differs from the one on another `#[rate_limit]` of this function; give \
+                     `wait` once, on any of them",
+                ));
+            }
+            (None, Some((first, _))) => wait = Some(*first),
+            _ => {}
+        }
+    }
     let mut decision: Option<Ident> = None;
     for (args, _) in &limits {
         match (&decision, &args.decision) {
@@ -155,6 +172,7 @@ pub(crate) fn collect(first: Args, attrs: &mut Vec<Attribute>) -> syn::Result<Li
         limiter,
         krate,
         decision,
+        wait,
     })
 }
 

@@ -190,13 +190,46 @@ pub fn owned_limiter(limiter: &Limiter) -> Limiter {
 pub async fn guarded<F: Future>(
     (scope, key, limiter): (&'static str, Option<String>, Limiter),
     rate: Rate,
+    wait: Option<Duration>,
     deny: fn(RateLimitError) -> F::Output,
     body: F,
 ) -> F::Output {
-    if let Err(err) = check(&limiter, (scope, key), rate).await {
+    let checked = match wait {
+        None => check(&limiter, (scope, key), rate).await,
+        Some(wait) => check_waiting(&limiter, (scope, key), rate, wait).await,
+    };
+    if let Err(err) = checked {
         return deny(err);
     }
     body.await
+}
+
+/// [`check`], waiting for a slot while denied, for up to `wait`: the attribute's `wait` (see
+/// [`Limiter::until_ready`]). The key is copied for each retry.
+///
+/// # Errors
+///
+/// As [`check`]: the last denial once `wait` would be spent.
+pub async fn check_waiting(
+    limiter: &Limiter,
+    (scope, key): (&'static str, Option<String>),
+    rate: Rate,
+    wait: Duration,
+) -> Result<(), RateLimitError> {
+    crate::wait::waiting(limiter, wait, || check(limiter, (scope, key.clone()), rate)).await
+}
+
+/// [`check_stack`], waiting for a slot while denied, for up to `wait`.
+///
+/// # Errors
+///
+/// As [`check_stack`]: the last denial once `wait` would be spent.
+pub async fn check_stack_waiting(
+    limiter: &Limiter,
+    stack: Stack,
+    wait: Duration,
+) -> Result<Decisions, RateLimitError> {
+    crate::wait::waiting(limiter, wait, || check_stack(limiter, stack.clone())).await
 }
 
 /// The value a function under `#[rate_limit]` returns when its call is denied (or the limiter
@@ -321,6 +354,7 @@ pub struct LimitSpec {
 /// The limits of one call of a function with a composite check, built by the generated code
 /// before the check (keys formatted, rates and costs evaluated, exempt limits left out) and
 /// checked by [`check_stack`].
+#[derive(Clone)]
 pub struct Stack {
     scope: &'static str,
     layout: Layout,
@@ -329,6 +363,7 @@ pub struct Stack {
 
 /// One limit of a [`Stack`]: its scope, its key in the store, where the caller's key lies in
 /// it, and the rest of its [`LimitSpec`].
+#[derive(Clone)]
 struct Part {
     scope: &'static str,
     key: String,
@@ -487,10 +522,15 @@ pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, R
 /// `Err(E::from(err))` when the check answers `err`, as [`check_stack`].
 pub async fn guarded_stack<F: Future>(
     (stack, limiter): (Stack, Limiter),
+    wait: Option<Duration>,
     deny: fn(RateLimitError) -> F::Output,
     body: F,
 ) -> F::Output {
-    if let Err(err) = check_stack(&limiter, stack).await {
+    let checked = match wait {
+        None => check_stack(&limiter, stack).await,
+        Some(wait) => check_stack_waiting(&limiter, stack, wait).await,
+    };
+    if let Err(err) = checked {
         return deny(err);
     }
     body.await

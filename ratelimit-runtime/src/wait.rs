@@ -39,32 +39,83 @@ impl Limiter {
         rate: Rate,
         max_wait: Duration,
     ) -> Result<Decision, RateLimitError> {
-        let started = Instant::now();
-        let mut waited = Duration::ZERO;
+        let mut wait = Wait::new(self, max_wait);
         loop {
             let decision = self.check(key, rate).await?;
             let Some(retry_after) = decision.retry_after.filter(|_| !decision.allowed) else {
                 return Ok(decision);
             };
-            let clock = self.manual_clock();
-            let wake = match clock {
-                Some(_) => retry_after,
-                None => retry_after + jitter(retry_after),
-            };
-            let spent = match clock {
-                Some(_) => waited,
-                None => started.elapsed(),
-            };
-            if spent + wake > max_wait {
+            if !wait.pause(retry_after).await {
                 return Ok(decision);
             }
-            match clock {
-                Some(clock) => clock.advance(wake),
-                None if Runtime::current().is_some() => sleep(wake).await,
-                None => return Ok(decision),
-            }
-            waited += wake;
         }
+    }
+}
+
+/// The `wait` of the attribute: `check` (a check that answers a denial as
+/// [`RateLimitError::Denied`]) retried as [`Limiter::until_ready`] retries, until it is not a
+/// denial or until `max_wait` would be spent; then the last denial.
+///
+/// # Errors
+///
+/// The last attempt's error.
+pub(crate) async fn waiting<T, F>(
+    limiter: &Limiter,
+    max_wait: Duration,
+    mut check: impl FnMut() -> F,
+) -> Result<T, RateLimitError>
+where
+    F: std::future::Future<Output = Result<T, RateLimitError>>,
+{
+    let mut wait = Wait::new(limiter, max_wait);
+    loop {
+        let outcome = check().await;
+        let Some(retry_after) = outcome.as_ref().err().and_then(RateLimitError::retry_after) else {
+            return outcome;
+        };
+        if !wait.pause(retry_after).await {
+            return outcome;
+        }
+    }
+}
+
+/// One call's wait for a slot: what it has spent of its `max_wait`.
+struct Wait<'a> {
+    limiter: &'a Limiter,
+    max_wait: Duration,
+    started: Instant,
+    /// What the pauses took on a manual clock, whose time real time does not tell.
+    waited: Duration,
+}
+
+impl<'a> Wait<'a> {
+    fn new(limiter: &'a Limiter, max_wait: Duration) -> Wait<'a> {
+        Wait {
+            limiter,
+            max_wait,
+            started: Instant::now(),
+            waited: Duration::ZERO,
+        }
+    }
+
+    /// Waits `retry_after` (plus a jitter on real time) and says `true`, or says `false` at
+    /// once when that would spend more than the wait has left, or outside a runtime.
+    async fn pause(&mut self, retry_after: Duration) -> bool {
+        let clock = self.limiter.manual_clock();
+        let (wake, spent) = match clock {
+            Some(_) => (retry_after, self.waited),
+            None => (retry_after + jitter(retry_after), self.started.elapsed()),
+        };
+        if spent + wake > self.max_wait {
+            return false;
+        }
+        match clock {
+            Some(clock) => clock.advance(wake),
+            None if Runtime::current().is_some() => sleep(wake).await,
+            None => return false,
+        }
+        self.waited += wake;
+        true
     }
 }
 

@@ -119,3 +119,105 @@ async fn a_dropped_waiter_records_nothing() {
     let look = limiter.peek("k", two).await.expect("a peek");
     assert_eq!(look.remaining, 1, "the waiter recorded nothing");
 }
+
+// The attribute's `wait`: the plain form, stacked limits, and under `#[async_trait]`.
+#[ratelimit_runtime::rate_limit(period = 30, threshold = 2, limiter = limiter, wait = "30s")]
+async fn patient(limiter: &Limiter) -> Result<(), ratelimit_runtime::RateLimitError> {
+    Ok(())
+}
+
+#[ratelimit_runtime::rate_limit(period = 30, threshold = 2, limiter = limiter, wait = "29s")]
+async fn hasty(limiter: &Limiter) -> Result<(), ratelimit_runtime::RateLimitError> {
+    Ok(())
+}
+
+#[ratelimit_runtime::rate_limit(period = 10, threshold = 1, key = user, limiter = limiter)]
+#[ratelimit_runtime::rate_limit(period = "1h", threshold = 5, key = user, wait = "1m")]
+async fn stacked(limiter: &Limiter, user: &str) -> Result<(), ratelimit_runtime::RateLimitError> {
+    Ok(())
+}
+
+#[async_trait::async_trait]
+trait Client {
+    async fn call(&self) -> Result<(), ratelimit_runtime::RateLimitError>;
+}
+
+struct Api {
+    limiter: Limiter,
+}
+
+#[async_trait::async_trait]
+impl Client for Api {
+    #[ratelimit_runtime::rate_limit(period = 1, threshold = 1, limiter = &self.limiter, wait = "5s")]
+    async fn call(&self) -> Result<(), ratelimit_runtime::RateLimitError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_attributes_wait_on_a_manual_clock() {
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let clock = ManualClock::new(start);
+    let limiter = Limiter::memory_with_clock(clock.clone());
+    for _ in 0..2 {
+        assert!(patient(&limiter).await.is_ok());
+    }
+    assert!(patient(&limiter).await.is_ok(), "waited for the window");
+    assert_eq!(clock.now(), start + Duration::from_secs(30));
+
+    for _ in 0..2 {
+        assert!(hasty(&limiter).await.is_ok());
+    }
+    let err = hasty(&limiter).await.unwrap_err();
+    assert_eq!(
+        err.retry_after(),
+        Some(Duration::from_secs(30)),
+        "a wait too short"
+    );
+    assert_eq!(
+        clock.now(),
+        start + Duration::from_secs(30),
+        "and no time spent"
+    );
+
+    // Stacked: the burst of 1 per 10 s makes each call after the first wait 10 s.
+    for n in 1..=5 {
+        assert!(stacked(&limiter, "u").await.is_ok(), "call {n}");
+    }
+    assert_eq!(clock.now(), start + Duration::from_secs(70));
+    // The hourly quota is spent: waiting for it would take longer than a minute.
+    let err = stacked(&limiter, "u").await.unwrap_err();
+    assert!(err.retry_after() > Some(Duration::from_secs(60)), "{err}");
+
+    let api = Api {
+        limiter: Limiter::memory_with_clock(clock.clone()),
+    };
+    assert!(api.call().await.is_ok());
+    assert!(api.call().await.is_ok(), "waited a second");
+    assert_eq!(clock.now(), start + Duration::from_secs(71));
+}
+
+#[ratelimit_runtime::rate_limit(period = "200ms", threshold = 2, limiter = limiter, wait = "30s")]
+async fn outbound(limiter: &Limiter) -> Result<(), ratelimit_runtime::RateLimitError> {
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_callers_of_a_limited_client_all_get_through() {
+    let limiter = Arc::new(Limiter::memory());
+    let started = Instant::now();
+    let mut callers = Vec::new();
+    for _ in 0..20 {
+        let limiter = Arc::clone(&limiter);
+        callers.push(tokio::spawn(async move { outbound(&limiter).await }));
+    }
+    for caller in callers {
+        caller
+            .await
+            .expect("a caller")
+            .expect("admitted within the wait");
+    }
+    let elapsed = started.elapsed();
+    println!("20 callers through 2 per 200 ms in {elapsed:?}");
+    assert!(elapsed >= Duration::from_millis(1_799), "{elapsed:?}");
+}
