@@ -191,14 +191,17 @@ use proc_macro::TokenStream;
 ///
 /// Optional: how long a denied call waits for a slot, in the grammar of `period`
 /// (`wait = "30s"`, 1 ms to 100 years): instead of failing at once, it sleeps until the
-/// denial's retry-after, plus a jitter (up to a tenth of the wait, at most 100 ms, so that
-/// callers denied together do not wake together), and is checked again, until admitted or
-/// until the wait would be spent; then it fails as a denial, without running the body. For
-/// an outbound API client that must not exceed someone else's quota. Nothing is recorded
-/// while waiting, so dropping the future mid-wait leaves no trace; a wait is not a queue (a
+/// denial's retry-after, plus a jitter (up to a tenth of the retry-after, at most 100 ms, so
+/// that callers denied together do not wake together), and is checked again, until admitted
+/// or until the next retry-after would end past the wait; then it fails as a denial, without
+/// running the body. For an outbound API client that must not exceed someone else's quota.
+/// Each attempt is a check (its metrics count each denial), and the key is formatted once
+/// and copied per attempt. Nothing is recorded while it sleeps; a wait is not a queue (a
 /// later call may take the slot a waiter woke for). Stacked limits are one check, which
-/// waits once: give `wait` on any of them. On a limiter on a `ManualClock` the wait advances
-/// that clock instead of sleeping (see `ratelimit_runtime::testing`).
+/// waits once: give `wait` on any of them. The sleeps need a Tokio runtime with its time
+/// driver; outside a runtime the first denial is the answer. On a limiter on a
+/// `ManualClock` the wait moves that clock instead of sleeping (see
+/// `ratelimit_runtime::testing`). `Limiter::until_ready` documents the rest.
 ///
 /// # Stacked limits
 ///

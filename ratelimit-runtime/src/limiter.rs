@@ -231,7 +231,8 @@ impl Limiter {
     /// reads it), through the circuit breakers and within the timeout, handed to the runtime
     /// when its caller stops waiting, as a check is. When the store cannot answer, the failure
     /// policy does: `Open` answers an empty window, `Local` the fallback's log, `Closed` the
-    /// error. A look is not a check: it has no `ratelimit.check` span, no metrics, and is not
+    /// error; outside a Tokio runtime a Redis limiter cannot ask, and the policy answers too.
+    /// A look is not a check: it has no `ratelimit.check` span, no metrics, and is not
     /// counted in [`policy_answers`](Limiter::policy_answers). In process, a look at a key the
     /// store does not track answers an empty window even where a check would be denied for
     /// room under [`max_keys`](crate::LimiterBuilder::max_keys).
@@ -273,8 +274,10 @@ impl Limiter {
     /// (a support desk unblocking a customer). A call in flight may still record after it.
     ///
     /// For the attribute's keys, name them as its documentation lays them out: `<scope>` or
-    /// `<scope>:<key>` for one attribute (`:<window>` appended with `rate = expr`), and
-    /// `#<scope>:{<key>}:<window>` for each stacked limit.
+    /// `<scope>:<key>` for one attribute (`:<window>` appended with `rate = expr`), and for
+    /// each stacked limit `#<scope>:{<key>}:<window>`, or without a key
+    /// `#{<function>}#<position>:<window>` (`#{<name>}:<window>` when named), a `{` or `}` of
+    /// a function's path written `(` or `)`.
     ///
     /// # Errors
     ///

@@ -205,7 +205,7 @@ pub async fn guarded<F: Future>(
 }
 
 /// [`check`], waiting for a slot while denied, for up to `wait`: the attribute's `wait` (see
-/// [`Limiter::until_ready`]). The key is copied for each retry.
+/// [`Limiter::until_ready`]). The key is copied for each attempt.
 ///
 /// # Errors
 ///

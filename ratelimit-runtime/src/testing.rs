@@ -120,6 +120,17 @@ impl ManualClock {
         self.now_us.store(micros(to), Ordering::Release);
     }
 
+    /// Moves the clock forward to `to_us` (µs since the Unix epoch) unless it already reads
+    /// later: what a wait that wakes at `to_us` does, so that waiters denied together move it
+    /// once. `false` when `to_us` is past the year 2155 (the clock is left as it was).
+    pub(crate) fn advance_to(&self, to_us: u64) -> bool {
+        if to_us > clock::MAX_TIME_US {
+            return false;
+        }
+        self.now_us.fetch_max(to_us, Ordering::AcqRel);
+        true
+    }
+
     /// The clock's time, in microseconds since the Unix epoch.
     pub(crate) fn now_us(&self) -> u64 {
         self.now_us.load(Ordering::Acquire)
@@ -155,6 +166,16 @@ mod tests {
         clock.set(start);
         assert_eq!(clone.now(), start);
         assert_eq!(clone.now_us(), 1_700_000_000_000_000);
+    }
+
+    #[test]
+    fn a_wait_moves_it_to_its_wake_up_time_never_back() {
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(100));
+        assert!(clock.advance_to(110_000_000));
+        assert!(clock.advance_to(105_000_000), "a waiter that woke earlier");
+        assert_eq!(clock.now_us(), 110_000_000);
+        assert!(!clock.advance_to(u64::MAX));
+        assert_eq!(clock.now_us(), 110_000_000);
     }
 
     #[test]

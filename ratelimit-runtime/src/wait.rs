@@ -1,31 +1,37 @@
 //! Waiting for a slot ([`Limiter::until_ready`]): a check retried after its denial's
 //! retry-after, plus a jitter, until admitted or until the wait is spent.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::decision::Decision;
 use crate::error::RateLimitError;
 use crate::limiter::Limiter;
 use crate::rate::Rate;
-use crate::runtime::{Runtime, sleep};
+use crate::runtime::{Instant, Runtime, sleep, yield_now};
 
-/// The most a wait's jitter adds: a tenth of the wait, at most this.
+/// The most a wait's jitter adds: a tenth of the retry-after, at most this.
 const MAX_JITTER: Duration = Duration::from_millis(100);
 
 impl Limiter {
     /// Checks `key` against `rate` (as [`check`](Limiter::check)) and, while denied, waits for
     /// a slot: it sleeps until the denial's retry-after, plus a jitter (uniform, up to a tenth
-    /// of the wait and at most 100 ms, so that waiters denied together do not wake together),
-    /// and checks again, until admitted or until `max_wait` would be spent; then it answers
-    /// the last denial, at once rather than sleeping past `max_wait`. So an admitted call may
-    /// have waited up to `max_wait`, and a denied one waited less.
+    /// of the retry-after and at most 100 ms, so that waiters denied together do not wake
+    /// together; cut short where it would pass `max_wait`), and checks again, until admitted,
+    /// or until the next retry-after would end past `max_wait`: then it answers that denial
+    /// (`Ok`, `allowed == false`) at once. The sleeps stay within `max_wait`; each check adds
+    /// its own time (bounded by the store's timeout). Every attempt is a check, with its span,
+    /// events and metrics: a call admitted after two waits counts two denials.
     ///
-    /// Nothing is recorded while waiting (a denial records nothing), so dropping the future
-    /// mid-wait leaves no trace. A wait is not a queue: a waiter that wakes may find its slot
-    /// taken by a call that came later, and wait again. On a limiter on a
-    /// [`ManualClock`](crate::testing::ManualClock) a wait advances that clock to its wake-up
-    /// time, without jitter, and checks again at once (as Tokio's paused clock does), so tests
-    /// do not sleep. Outside a Tokio runtime it cannot sleep: it answers the first denial.
+    /// Nothing is recorded while it sleeps (a denial records nothing): a future dropped then
+    /// leaves no trace, and one dropped during a retry's Redis check leaves that check to
+    /// finish on the runtime, as any check does (it may be admitted). A wait is not a queue: a
+    /// waiter that wakes may find its slot taken by a call that came later, and wait again.
+    /// On a limiter on a [`ManualClock`](crate::testing::ManualClock) a wait moves that clock
+    /// forward to its wake-up time (unless another waiter moved it further), without jitter,
+    /// lets the runtime's other tasks run, and checks again, so tests do not sleep. Real
+    /// sleeps need a Tokio runtime with its time driver (`#[tokio::main]` has one) and follow
+    /// Tokio's clock (paused under `tokio::time::pause`); outside a runtime the first denial is
+    /// the answer.
     ///
     /// This is the sliding window log's wait, as governor's `until_ready` is GCRA's.
     ///
@@ -98,24 +104,37 @@ impl<'a> Wait<'a> {
         }
     }
 
-    /// Waits `retry_after` (plus a jitter on real time) and says `true`, or says `false` at
-    /// once when that would spend more than the wait has left, or outside a runtime.
+    /// Waits `retry_after` (plus a jitter on real time, cut to what the wait has left) and
+    /// says `true`, or says `false` at once when `retry_after` ends past the wait, or outside
+    /// a runtime on real time.
     async fn pause(&mut self, retry_after: Duration) -> bool {
-        let clock = self.limiter.manual_clock();
-        let (wake, spent) = match clock {
-            Some(_) => (retry_after, self.waited),
-            None => (retry_after + jitter(retry_after), self.started.elapsed()),
-        };
-        if spent + wake > self.max_wait {
-            return false;
+        // A floor, so that a wait always moves time on.
+        let retry_after = retry_after.max(Duration::from_micros(1));
+        match self.limiter.manual_clock() {
+            Some(clock) => {
+                if self.waited + retry_after > self.max_wait {
+                    return false;
+                }
+                let wake = u64::try_from(retry_after.as_micros()).unwrap_or(u64::MAX);
+                if !clock.advance_to(clock.now_us().saturating_add(wake)) {
+                    return false;
+                }
+                self.waited += retry_after;
+                if Runtime::current().is_some() {
+                    yield_now().await;
+                }
+                true
+            }
+            None => {
+                let spent = self.started.elapsed();
+                if spent + retry_after > self.max_wait || Runtime::current().is_none() {
+                    return false;
+                }
+                let left = self.max_wait - spent;
+                sleep((retry_after + jitter(retry_after)).min(left)).await;
+                true
+            }
         }
-        match clock {
-            Some(clock) => clock.advance(wake),
-            None if Runtime::current().is_some() => sleep(wake).await,
-            None => return false,
-        }
-        self.waited += wake;
-        true
     }
 }
 

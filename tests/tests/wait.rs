@@ -221,3 +221,57 @@ async fn twenty_callers_of_a_limited_client_all_get_through() {
     println!("20 callers through 2 per 200 ms in {elapsed:?}");
     assert!(elapsed >= Duration::from_millis(1_799), "{elapsed:?}");
 }
+
+// A wait as long as the period, on real time: the slot frees within it, so the call is
+// admitted whatever the jitter (which never pushes a wait past its budget).
+#[ratelimit_runtime::rate_limit(period = "300ms", threshold = 1, limiter = limiter, wait = "300ms")]
+async fn as_long_as_the_period(limiter: &Limiter) -> Result<(), ratelimit_runtime::RateLimitError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_wait_as_long_as_the_period_gets_the_slot() {
+    let limiter = Limiter::memory();
+    for attempt in 0..5 {
+        let started = Instant::now();
+        assert!(
+            as_long_as_the_period(&limiter).await.is_ok(),
+            "attempt {attempt}"
+        );
+        assert!(
+            as_long_as_the_period(&limiter).await.is_ok(),
+            "attempt {attempt}, waited"
+        );
+        println!("two calls in {:?}", started.elapsed());
+    }
+}
+
+// Stacked limits with a wait under `#[async_trait]`: its guard of several limits.
+struct Stacked {
+    limiter: Limiter,
+}
+
+#[async_trait::async_trait]
+impl Client for Stacked {
+    #[ratelimit_runtime::rate_limit(period = 1, threshold = 1, limiter = &self.limiter, wait = "5s")]
+    #[ratelimit_runtime::rate_limit(period = "1h", threshold = 2)]
+    async fn call(&self) -> Result<(), ratelimit_runtime::RateLimitError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn stacked_limits_wait_under_async_trait() {
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let clock = ManualClock::new(start);
+    let client = Stacked {
+        limiter: Limiter::memory_with_clock(clock.clone()),
+    };
+    assert!(client.call().await.is_ok());
+    assert!(client.call().await.is_ok(), "waited a second");
+    assert_eq!(clock.now(), start + Duration::from_secs(1));
+    assert!(
+        client.call().await.is_err(),
+        "the hourly limit: longer than the wait"
+    );
+}

@@ -22,7 +22,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-pub(crate) use self::tokio::{Runtime, RuntimeId, sleep, timeout};
+pub(crate) use self::tokio::{Instant, Runtime, RuntimeId, sleep, timeout, yield_now};
 
 /// A future polled by its caller which, dropped before it finished, is handed to its runtime
 /// and runs to its end there: a Redis call whose caller stopped waiting (a deadline of the

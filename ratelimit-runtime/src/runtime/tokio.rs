@@ -34,6 +34,14 @@ pub(crate) async fn sleep(duration: Duration) {
     ::tokio::time::sleep(duration).await;
 }
 
+/// Lets the runtime's other tasks run before this one goes on.
+pub(crate) async fn yield_now() {
+    ::tokio::task::yield_now().await;
+}
+
+/// Tokio's clock, which its sleeps follow (paused in tests under `tokio::time::pause`).
+pub(crate) type Instant = ::tokio::time::Instant;
+
 /// The time limit of [`timeout`] passed before its future finished.
 #[derive(Debug)]
 pub(crate) struct Elapsed;
