@@ -223,6 +223,18 @@ pub(crate) fn window_labels(rates: &[Rate]) -> Vec<String> {
 /// A window's label: the period in the largest unit that divides it (`1d`, `12h`, `90s`,
 /// `1500ms`, `2500us`).
 pub(crate) fn window(period: Duration) -> String {
+    let mut label = String::new();
+    write_window(&mut label, period);
+    label
+}
+
+/// The longest label [`window`] writes: the longest period, 100 years, in microseconds.
+pub(crate) const MAX_WINDOW_LEN: usize = "3155760000000000us".len();
+
+/// [`window`]'s label, written at the end of `out` (a key being built: no `String` of its
+/// own).
+pub(crate) fn write_window(out: &mut String, period: Duration) {
+    use std::fmt::Write as _;
     const UNITS: [(&str, u128); 5] = [
         ("d", 86_400_000_000),
         ("h", 3_600_000_000),
@@ -231,12 +243,12 @@ pub(crate) fn window(period: Duration) -> String {
         ("ms", 1_000),
     ];
     let micros = period.as_micros();
-    for (unit, size) in UNITS {
-        if micros.is_multiple_of(size) {
-            return format!("{}{unit}", micros / size);
-        }
-    }
-    format!("{micros}us")
+    let (count, unit) = UNITS
+        .iter()
+        .find(|(_, size)| micros.is_multiple_of(*size))
+        .map_or((micros, "us"), |(unit, size)| (micros / size, *unit));
+    // Writing to a String cannot fail.
+    let _ = write!(out, "{count}{unit}");
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, ready};
 
 use crate::check::Checking;
 use crate::decision::Decision;
-use crate::decisions::{Decisions, window};
+use crate::decisions::{Decisions, MAX_WINDOW_LEN, write_window};
 use crate::error::{Denied, RateLimitError};
 use crate::key::{Key, unscoped};
 use crate::limit::Limit;
@@ -402,11 +402,11 @@ impl Stack {
             Some(position) => position.scope(base),
             None => base,
         };
-        let window = match (self.layout, spec.rate_chosen_per_call) {
-            (Layout::Stacked, _) | (Layout::One, true) => Some(window(spec.rate.period())),
-            (Layout::One, false) => None,
-        };
-        let window_len = window.as_ref().map_or(0, |window| window.len() + 1);
+        let windowed = matches!(
+            (self.layout, spec.rate_chosen_per_call),
+            (Layout::Stacked, _) | (Layout::One, true)
+        );
+        let window_len = if windowed { MAX_WINDOW_LEN + 1 } else { 0 };
         let key_len = key.map_or(0, |key| display_len(key) + 3);
         let mut text = String::with_capacity(scope.len() + key_len + window_len + 3);
         let mut caller_key = None;
@@ -436,9 +436,9 @@ impl Stack {
                 text.push('}');
             }
         }
-        if let Some(window) = window {
+        if windowed {
             text.push(':');
-            text.push_str(&window);
+            write_window(&mut text, spec.rate.period());
         }
         let label = match (self.layout, spec.label) {
             // One attribute's policy keeps the plain form's name in the HTTP fields.
