@@ -110,7 +110,7 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
     } = function;
     let krate = runtime_path(limits);
     let local = Ident::new(args::RESERVED, Span::mixed_site());
-    let Body { braces, body } = Body::of(&body);
+    let (braces, body) = braces_and_body(&body);
     let rate = rate(&krate, &args.rate);
     let scope = scope(&krate, args.name.as_ref());
     let key = match &args.key {
@@ -296,7 +296,7 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
     } = function;
     let krate = runtime_path(limits);
     let local = Ident::new(args::RESERVED, Span::mixed_site());
-    let Body { braces, body } = Body::of(&body);
+    let (braces, body) = braces_and_body(&body);
     let layout = if limits.limits.len() == 1 {
         quote! { #krate::__private::Layout::One }
     } else {
@@ -500,33 +500,24 @@ fn push(krate: &TokenStream, local: &Ident, args: &Args, position: Option<usize>
     }
 }
 
-/// The function's body, in the braces the expansion nests it in, and the braces of the
-/// function's own block.
-struct Body<F> {
-    braces: F,
-    body: Group,
-}
-
-impl Body<()> {
-    fn of(body: &Group) -> Body<impl Fn(TokenStream) -> Group> {
-        // The body's braces, as written but in the macro's context: to rustc's
-        // `unused_braces` lint, the block we nest the body in looks like the user's, and a
-        // one-expression body (`{ Ok(()) }`) would be reported as unnecessary braces.
-        let mut body_block = Group::new(Delimiter::Brace, body.stream());
-        body_block.set_span(Span::mixed_site().located_at(body.span()));
-        // The function's own braces keep the span of the body's: rustc takes the item's span
-        // from its first and last tokens, and an item whose span comes from a macro gets no
-        // `dead_code` warning, which an unused function under `#[rate_limit]` must still get.
-        let span = body.span();
-        Body {
-            braces: move |stream: TokenStream| {
-                let mut group = Group::new(Delimiter::Brace, stream);
-                group.set_span(span);
-                group
-            },
-            body: body_block,
-        }
-    }
+/// The braces of the function's own block (a function of what goes in them), and its body in
+/// the braces the expansion nests it in.
+fn braces_and_body(body: &Group) -> (impl Fn(TokenStream) -> Group, Group) {
+    // The body's braces, as written but in the macro's context: to rustc's `unused_braces`
+    // lint, the block we nest the body in looks like the user's, and a one-expression body
+    // (`{ Ok(()) }`) would be reported as unnecessary braces.
+    let mut nested = Group::new(Delimiter::Brace, body.stream());
+    nested.set_span(Span::mixed_site().located_at(body.span()));
+    // The function's own braces keep the span of the body's: rustc takes the item's span from
+    // its first and last tokens, and an item whose span comes from a macro gets no `dead_code`
+    // warning, which an unused function under `#[rate_limit]` must still get.
+    let span = body.span();
+    let braces = move |stream: TokenStream| {
+        let mut group = Group::new(Delimiter::Brace, stream);
+        group.set_span(span);
+        group
+    };
+    (braces, nested)
 }
 
 /// A fixed rate as a constant, or the `rate` expression as written (where rustc reports a type
