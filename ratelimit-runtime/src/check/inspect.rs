@@ -14,7 +14,7 @@ use crate::health::Route;
 use crate::limit::LimitRef;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
-use crate::runtime::{HandOff, Runtime};
+use crate::runtime::Runtime;
 use crate::store::Access;
 use crate::telemetry;
 
@@ -97,17 +97,9 @@ impl Shared {
         };
         // Ends the probe if the call is dropped unfinished (even before its first poll).
         let unanswered = probe.map(|part| EndProbe::new(Arc::clone(self), part));
-        let shared = Arc::clone(self);
         let part = self.store.part(key);
-        let call = async move {
-            let outcome = op(Arc::clone(&shared)).await;
-            shared.settle(outcome.as_ref().err(), || part, probe);
-            if let Some(end) = unanswered {
-                std::mem::forget(end);
-            }
-            outcome
-        };
-        HandOff::new(call, runtime).await
+        self.handed_off(runtime, op(Arc::clone(self)), part, probe, unanswered)
+            .await
     }
 
     /// The failure policy's answer to a look the store could not give (`error`): `Open`, an

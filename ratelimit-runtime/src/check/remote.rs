@@ -3,6 +3,7 @@
 //! so that it reaches its end even when its caller stops waiting; then the failure policy's
 //! answer when the store failed.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use super::shared::Shared;
@@ -61,25 +62,40 @@ impl Shared {
         };
         let shared = Arc::clone(self);
         let (key, rate, cost) = (limit.key.to_owned(), limit.rate, limit.cost);
+        let part = self.store.part(limit.key);
         let call = async move {
-            let outcome = shared
-                .store
-                .check(
-                    LimitRef {
-                        key: &key,
-                        rate,
-                        cost,
-                    },
-                    at,
-                )
-                .await;
-            shared.settle(outcome.as_ref().err(), || shared.store.part(&key), probe);
+            let limit = LimitRef {
+                key: &key,
+                rate,
+                cost,
+            };
+            shared.store.check(limit, at).await
+        };
+        Ok(self.handed_off(runtime, call, part, probe, unanswered))
+    }
+
+    /// `call`, a call to the part `part` of the store, as a [`HandOff`] to `runtime` that
+    /// tells the breakers how it went (`probe`: it probes that part's open breaker, whose
+    /// `unanswered` guard it then forgets), so that a caller that stops waiting still lets it
+    /// reach its end (bounded by the timeout) and settle.
+    pub(super) fn handed_off<T: Send + 'static>(
+        self: &Arc<Self>,
+        runtime: Runtime,
+        call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+        part: usize,
+        probe: Option<usize>,
+        unanswered: Option<EndProbe>,
+    ) -> HandOff<Result<T, StoreError>> {
+        let shared = Arc::clone(self);
+        let settled = async move {
+            let outcome = call.await;
+            shared.settle(outcome.as_ref().err(), || part, probe);
             if let Some(end) = unanswered {
                 std::mem::forget(end);
             }
             outcome
         };
-        Ok(HandOff::new(call, runtime))
+        HandOff::new(settled, runtime)
     }
 
     /// Tells the breakers how a call of the part `part` gives (worked out only when needed)
