@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ratelimit_runtime::{Limiter, Rate};
+use ratelimit_runtime::{FailurePolicy, Limiter, Rate};
 
 /// Names a Redis server for the tests instead of starting one.
 pub const URL_VARIABLE: &str = "RATELIMIT_TEST_REDIS_URL";
@@ -371,6 +371,40 @@ pub(crate) fn spawn_or_explain(command: &mut Command, binary: &str, missing: &st
         }
         Err(error) => panic!("could not run `{binary}`: {error}"),
     }
+}
+
+/// A limiter on the Redis server at `url`, its keys under `prefix`, failing closed (a store
+/// failure is an error the test sees, not a policy's answer) within a timeout a loaded
+/// machine does not reach (10 s).
+///
+/// # Panics
+///
+/// When the limiter cannot be built.
+pub async fn closed_redis_limiter(url: &str, prefix: &str) -> Limiter {
+    Limiter::builder()
+        .redis_url(url)
+        .key_prefix(prefix)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("build a Redis limiter")
+}
+
+/// [`closed_redis_limiter`] on the Redis Cluster whose nodes are at `urls`.
+///
+/// # Panics
+///
+/// When the limiter cannot be built.
+pub async fn closed_cluster_limiter(urls: Vec<String>, prefix: &str) -> Limiter {
+    Limiter::builder()
+        .redis_cluster(urls)
+        .key_prefix(prefix)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("build a cluster limiter")
 }
 
 /// A key prefix no other test (or run) uses: `test:<pid>:<n>:<name>:`.

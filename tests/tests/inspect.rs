@@ -128,14 +128,7 @@ async fn in_process() {
 async fn on_redis_a_look_writes_nothing() {
     let redis = TestRedis::start();
     let prefix = unique_prefix("peek");
-    let limiter = Limiter::builder()
-        .redis_url(redis.url())
-        .key_prefix(&prefix)
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .expect("a Redis limiter");
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
     looks_then_checks(&limiter, "k").await;
     let mut connection = redis.connection().await;
     let key = format!("{prefix}k");
@@ -170,14 +163,7 @@ async fn on_redis_a_look_writes_nothing() {
 async fn in_a_cluster_a_look_goes_to_the_keys_master() {
     let cluster = TestCluster::start(3);
     let prefix = unique_prefix("peek-cluster");
-    let limiter = Limiter::builder()
-        .redis_cluster(cluster.urls())
-        .key_prefix(&prefix)
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .expect("a cluster limiter");
+    let limiter = tests::closed_cluster_limiter(cluster.urls(), &prefix).await;
     connected(&limiter, "peek-canary").await;
     for node in 0..cluster.len() {
         let full = cluster.key_for_node(node, &format!("{prefix}k"));

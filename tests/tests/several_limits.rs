@@ -26,17 +26,6 @@ fn rate(threshold: u64, period_us: u64) -> Rate {
     Rate::new(threshold, Duration::from_micros(period_us)).expect("valid rate")
 }
 
-async fn redis_limiter(url: &str, prefix: &str) -> Limiter {
-    Limiter::builder()
-        .redis_url(url)
-        .key_prefix(prefix)
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .expect("build a Redis limiter")
-}
-
 async fn cluster_limiter(
     cluster: &TestCluster,
     prefix: &str,
@@ -139,7 +128,7 @@ async fn burst_and_daily_in_process() {
 async fn burst_and_daily_on_one_server() {
     let redis = TestRedis::start();
     let prefix = unique_prefix("several-single");
-    let limiter = redis_limiter(redis.url(), &prefix).await;
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
     burst_and_daily(&limiter, "u:burst", "u:daily").await;
     redis.clean_up(&prefix).await;
 }
@@ -205,7 +194,7 @@ async fn racing_callers_on_one_server_admit_exactly_fifty() {
     let prefix = unique_prefix("several-race");
     let mut limiters = Vec::new();
     for _ in 0..4 {
-        limiters.push(redis_limiter(redis.url(), &prefix).await);
+        limiters.push(tests::closed_redis_limiter(redis.url(), &prefix).await);
     }
     assert_eq!(race(&limiters, "hot:a", "hot:b").await, 50);
     let mut connection = redis.connection().await;
@@ -330,7 +319,7 @@ async fn costs_in_process() {
 async fn costs_on_one_server() {
     let redis = TestRedis::start();
     let prefix = unique_prefix("several-costs");
-    let limiter = redis_limiter(redis.url(), &prefix).await;
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
     costs(&limiter).await;
     let mut connection = redis.connection().await;
     let held: u64 = connection.zcard(format!("{prefix}capped")).await.unwrap();
@@ -343,7 +332,7 @@ async fn costs_on_one_server() {
 async fn check_n_shares_the_log_of_check() {
     let redis = TestRedis::start();
     let prefix = unique_prefix("several-check-n");
-    let limiter = redis_limiter(redis.url(), &prefix).await;
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
     for limiter in [Limiter::memory(), limiter] {
         let five = rate(5, 60 * SECOND);
         assert_eq!(limiter.check_n("k", five, 3).await.unwrap().remaining, 2);
@@ -465,7 +454,7 @@ async fn checks_that_cannot_be_made_are_errors_not_denials() {
 async fn the_stores_answer_alike() {
     let redis = TestRedis::start();
     let prefix = unique_prefix("several-differential");
-    let remote = redis_limiter(redis.url(), &prefix).await;
+    let remote = tests::closed_redis_limiter(redis.url(), &prefix).await;
     let local = Limiter::memory();
     // A small deterministic generator (xorshift), so that a failure replays.
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
@@ -631,7 +620,7 @@ async fn a_stalled_slot_takes_part_as_its_policy_answers() {
 async fn a_cost_of_zero_never_denies() {
     let redis = TestRedis::start();
     let prefix = unique_prefix("several-cost-zero");
-    let remote = redis_limiter(redis.url(), &prefix).await;
+    let remote = tests::closed_redis_limiter(redis.url(), &prefix).await;
     for limiter in [Limiter::memory(), remote] {
         let ten = rate(10, 60 * SECOND);
         let five = rate(5, 60 * SECOND);

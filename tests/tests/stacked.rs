@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ratelimit_runtime::{FailurePolicy, Limiter, Rate, RateLimitError, rate_limit};
+use ratelimit_runtime::{Limiter, Rate, RateLimitError, rate_limit};
 use redis::AsyncCommands as _;
 use tests::cluster::TestCluster;
 use tests::{TestRedis, connected, unique_prefix};
@@ -19,17 +19,6 @@ const DAY: Duration = Duration::from_secs(86_400);
 
 fn rate(threshold: u64, period: Duration) -> Rate {
     Rate::new(threshold, period).expect("valid rate")
-}
-
-async fn redis_limiter(url: &str, prefix: &str) -> Limiter {
-    Limiter::builder()
-        .redis_url(url)
-        .key_prefix(prefix)
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .expect("build a Redis limiter")
 }
 
 /// How many admissions `key`'s log of `rate` holds now, read with a check of cost 0 (which
@@ -105,7 +94,7 @@ async fn stacked_limits_in_process() {
 async fn stacked_limits_on_redis() {
     let redis = TestRedis::start();
     let prefix = unique_prefix("stacked");
-    let limiter = redis_limiter(redis.url(), &prefix).await;
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
     stacked_limits_are_one_decision(&limiter).await;
     let mut connection = redis.connection().await;
     let size: u64 = connection
@@ -211,7 +200,7 @@ async fn racing_callers_on_redis_and_in_a_cluster() {
     let prefix = unique_prefix("stacked-race");
     let mut limiters = Vec::new();
     for _ in 0..4 {
-        limiters.push(redis_limiter(redis.url(), &prefix).await);
+        limiters.push(tests::closed_redis_limiter(redis.url(), &prefix).await);
     }
     race(limiters).await;
     redis.clean_up(&prefix).await;
@@ -220,14 +209,7 @@ async fn racing_callers_on_redis_and_in_a_cluster() {
     let prefix = unique_prefix("stacked-race-cluster");
     let mut limiters = Vec::new();
     for _ in 0..4 {
-        let limiter = Limiter::builder()
-            .redis_cluster(cluster.urls())
-            .key_prefix(&prefix)
-            .failure_policy(FailurePolicy::Closed)
-            .timeout(Duration::from_secs(10))
-            .build()
-            .await
-            .expect("a cluster limiter");
+        let limiter = tests::closed_cluster_limiter(cluster.urls(), &prefix).await;
         connected(&limiter, "stacked-race-canary").await;
         limiters.push(limiter);
     }
@@ -308,7 +290,7 @@ async fn costs_in_process_and_on_redis() {
     costs(&Limiter::memory()).await;
     let redis = TestRedis::start();
     let prefix = unique_prefix("stacked-cost");
-    costs(&redis_limiter(redis.url(), &prefix).await).await;
+    costs(&tests::closed_redis_limiter(redis.url(), &prefix).await).await;
     redis.clean_up(&prefix).await;
 }
 
@@ -348,7 +330,7 @@ async fn tiers_in_process_and_on_redis() {
     tiers(&Limiter::memory()).await;
     let redis = TestRedis::start();
     let prefix = unique_prefix("stacked-tiers");
-    let limiter = redis_limiter(redis.url(), &prefix).await;
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
     tiers(&limiter).await;
     let mut connection = redis.connection().await;
     let size: u64 = connection

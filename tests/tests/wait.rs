@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use ratelimit_runtime::testing::ManualClock;
-use ratelimit_runtime::{FailurePolicy, Limiter, Rate};
+use ratelimit_runtime::{Limiter, Rate};
 use redis::AsyncCommands as _;
 use tests::{TestRedis, unique_prefix};
 
@@ -46,14 +46,7 @@ async fn waiters_are_admitted_in_process() {
 async fn waiters_are_admitted_on_redis_and_the_log_keeps_the_rate() {
     let redis = TestRedis::start();
     let prefix = unique_prefix("wait");
-    let limiter = Limiter::builder()
-        .redis_url(redis.url())
-        .key_prefix(&prefix)
-        .failure_policy(FailurePolicy::Closed)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .expect("a Redis limiter");
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
     twenty_waiters(&limiter, "k").await;
     // The admissions the last window kept, and each one's window: never more than 2 in any
     // 200 ms (the scores are the server's clock, in µs).
