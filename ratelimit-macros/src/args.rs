@@ -12,6 +12,9 @@
 //!            | "decision" "=" IDENT         binds `&Decisions` for the body
 //!            | "label" "=" STR              the policy's name in the HTTP fields
 //!            | "wait" "=" (INT | STR)       as `period`: how long a denied call waits for a slot
+//!            | "count" "=" STR              "all" | "errors" | "ok": which outcomes count
+//!            | "count_if" "=" EXPR          a closure over `&Result`: whether the call counts
+//!            | "shadow" "=" BOOL            a shadow limit: reported, never denies
 //!            | "limiter" "=" EXPR           an expression evaluating to &Limiter
 //!            | "name" "=" STR               a non-empty scope name
 //!            | "crate" "=" STR              the path of ratelimit_runtime
@@ -40,7 +43,7 @@ const MAX_PERIOD_US: u128 = 3_155_760_000 * 1_000_000;
 const MAX_COST: u128 = 10_000;
 
 /// The arguments, in the order the error messages list them, with an example of each.
-const ARGUMENTS: [(&str, &str); 12] = [
+const ARGUMENTS: [(&str, &str); 15] = [
     ("period", "period = 60"),
     ("threshold", "threshold = 10"),
     ("key", "key = user_id"),
@@ -50,13 +53,19 @@ const ARGUMENTS: [(&str, &str); 12] = [
     ("decision", "decision = d"),
     ("label", "label = \"burst\""),
     ("wait", "wait = \"30s\""),
+    ("count", "count = \"errors\""),
+    (
+        "count_if",
+        "count_if = |result: &Result<Response, AppError>| failed_login(result)",
+    ),
+    ("shadow", "shadow = true"),
     ("limiter", "limiter = &LIMITER"),
     ("name", "name = \"login\""),
     ("crate", "crate = \"::ratelimit_runtime\""),
 ];
 
 /// Words people reach for instead of an argument's name.
-const SYNONYMS: [(&str, &str); 17] = [
+const SYNONYMS: [(&str, &str); 19] = [
     ("window", "period"),
     ("interval", "period"),
     ("duration", "period"),
@@ -64,7 +73,9 @@ const SYNONYMS: [(&str, &str); 17] = [
     ("every", "period"),
     ("limit", "threshold"),
     ("max", "threshold"),
-    ("count", "threshold"),
+    ("dry_run", "shadow"),
+    ("trial", "shadow"),
+    ("refund_if", "count_if"),
     ("calls", "threshold"),
     ("requests", "threshold"),
     ("burst", "threshold"),
@@ -93,6 +104,10 @@ pub(crate) struct Args {
     /// How long a denied call waits for a slot, in microseconds (1 ms..=100 years), with the
     /// tokens that gave it.
     pub(crate) wait: Option<(u64, Expr)>,
+    /// Which calls count, by their outcome, with the tokens that gave it (`None`: all).
+    pub(crate) count: Option<(Count, TokenStream)>,
+    /// A shadow limit: checked and recorded, reported when it would deny, never denying.
+    pub(crate) shadow: bool,
     /// The expression evaluating to `&Limiter`.
     pub(crate) limiter: Option<Expr>,
     /// The scope name, non-empty.
@@ -114,6 +129,18 @@ pub(crate) enum RateArg {
     Expr(Expr),
 }
 
+/// Which calls a limit counts, by the body's outcome: the others are refunded after the body.
+pub(crate) enum Count {
+    /// `count = "all"`: every call that runs (the default).
+    All,
+    /// `count = "errors"`: the calls whose body returns `Err`.
+    Errors,
+    /// `count = "ok"`: the calls whose body returns `Ok`.
+    Ok,
+    /// `count_if = closure`: the calls for whose `&Result` the closure returns `true`.
+    If(Expr),
+}
+
 /// The cost of one call under a limit.
 pub(crate) enum CostArg {
     /// An integer literal, within `1..=10000` and the threshold.
@@ -131,6 +158,14 @@ impl Args {
             && self.exempt.is_none()
             && self.decision.is_none()
             && self.label.is_none()
+            && self.count.is_none()
+            && !self.shadow
+    }
+
+    /// Whether some of this limit's calls may be refunded after the body (a `count` other than
+    /// `"all"`, or `count_if`).
+    pub(crate) fn counts_by_outcome(&self) -> bool {
+        !matches!(self.count, None | Some((Count::All, _)))
     }
 }
 
@@ -195,6 +230,9 @@ struct ArgsBuilder {
     decision: Option<Ident>,
     label: Option<LitStr>,
     wait: Option<(u64, Expr)>,
+    /// `count` or `count_if`, with the name token that set it (for the error when both are).
+    count: Option<(Count, TokenStream, Ident)>,
+    shadow: bool,
     limiter: Option<Expr>,
     name: Option<LitStr>,
     krate: Option<Path>,
@@ -231,6 +269,8 @@ impl ArgsBuilder {
             "decision" => binding(&value).map(|ident| self.decision = Some(ident)),
             "label" => label(&value).map(|lit| self.label = Some(lit)),
             "wait" => duration("wait", &value).map(|us| self.wait = Some((us, value.clone()))),
+            "count" | "count_if" => self.count(name, value),
+            "shadow" => shadow(&value).map(|shadow| self.shadow = shadow),
             "limiter" => unreserved(&text, value)
                 .and_then(made_per_call)
                 .map(|expr| self.limiter = Some(expr)),
@@ -241,6 +281,27 @@ impl ArgsBuilder {
         if let Err(err) = result {
             self.errors.push(err);
         }
+    }
+
+    /// `count = "..."` or `count_if = closure`, at most one of the two.
+    fn count(&mut self, name: &Ident, value: Expr) -> syn::Result<()> {
+        if let Some((_, _, first)) = &self.count {
+            return Err(error(
+                name,
+                format!(
+                    "`{name}` cannot be given with `{first}`: `count` chooses among the outcomes \
+                     `\"all\"`, `\"errors\"` and `\"ok\"`, `count_if` by any rule; keep one"
+                ),
+            ));
+        }
+        let tokens = value.to_token_stream();
+        let count = if name == "count" {
+            count(&value)?
+        } else {
+            Count::If(unreserved("count_if", value)?)
+        };
+        self.count = Some((count, tokens, name.clone()));
+        Ok(())
     }
 
     /// The cross-argument checks: `period` and `threshold` are required, unless `rate` is
@@ -298,6 +359,8 @@ impl ArgsBuilder {
             decision: self.decision,
             label: self.label,
             wait: self.wait,
+            count: self.count.map(|(count, tokens, _)| (count, tokens)),
+            shadow: self.shadow,
             limiter: self.limiter,
             name: self.name,
             krate: self.krate,
@@ -654,6 +717,67 @@ fn binding(value: &Expr) -> syn::Result<Ident> {
         None => Err(error(
             value,
             "`decision` takes the name the body reads the decisions by, e.g. `decision = d`",
+        )),
+    }
+}
+
+/// The outcomes `count` chooses among, with what each counts.
+const COUNTS: [&str; 3] = ["all", "errors", "ok"];
+
+/// `count = "errors"`: which outcomes count.
+fn count(value: &Expr) -> syn::Result<Count> {
+    let Expr::Lit(syn::ExprLit {
+        lit: Lit::Str(text),
+        ..
+    }) = value
+    else {
+        return Err(error(
+            value,
+            "`count` must be a string literal: `\"all\"` (the default), `\"errors\"` (only calls \
+             whose body returns `Err`) or `\"ok\"` (only those returning `Ok`); for another rule, \
+             `count_if = |result| ..`",
+        ));
+    };
+    match text.value().as_str() {
+        "all" => Ok(Count::All),
+        "errors" => Ok(Count::Errors),
+        "ok" => Ok(Count::Ok),
+        other => {
+            const SYNONYMS: [(&str, &str); 6] = [
+                ("error", "errors"),
+                ("err", "errors"),
+                ("failures", "errors"),
+                ("failed", "errors"),
+                ("success", "ok"),
+                ("successes", "ok"),
+            ];
+            let hint = match suggest::closest(other, COUNTS, &SYNONYMS) {
+                Some(meant) => format!(" (did you mean `\"{meant}\"`?)"),
+                None => String::new(),
+            };
+            Err(error(
+                text,
+                format!(
+                    "unknown `count` value `{other:?}`{hint}: expected `\"all\"` (the default), \
+                     `\"errors\"` (only calls whose body returns `Err`) or `\"ok\"` (only those \
+                     returning `Ok`); for another rule, `count_if = |result| ..`"
+                ),
+            ))
+        }
+    }
+}
+
+/// `shadow = true`: a `bool` literal.
+fn shadow(value: &Expr) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Bool(flag),
+            ..
+        }) => Ok(flag.value),
+        _ => Err(error(
+            value,
+            "`shadow` must be `true` or `false`: a shadow limit is checked and recorded, and \
+             reports the calls it would deny without denying them",
         )),
     }
 }
@@ -1084,7 +1208,8 @@ mod tests {
         assert_eq!(
             error_of(quote!(period = 1, threshold = 2, colour = "red")),
             "unknown argument `colour`; expected one of `period`, `threshold`, `key`, `rate`, \
-             `cost`, `exempt`, `decision`, `label`, `wait`, `limiter`, `name`, `crate`"
+             `cost`, `exempt`, `decision`, `label`, `wait`, `count`, `count_if`, `shadow`, \
+             `limiter`, `name`, `crate`"
         );
     }
 

@@ -5,7 +5,7 @@
 use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 
-use crate::args::{self, Args, CostArg, RateArg};
+use crate::args::{self, Args, CostArg, Count, RateArg};
 use crate::item::{self, AsyncFn, Flavor};
 use crate::spans::{first_and_last_spans, respan};
 use crate::stack::{self, Limits};
@@ -276,6 +276,30 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
 //     }
 //
 // Without `decision`, the block is the plain form's: `if let Err(..) = check_stack(..).await`.
+//
+// With `count` or `count_if` on any limit, the check keeps what a refund needs, and the body
+// runs in an `async` block of its own, so that its `return`s and `?`s end the block, and the
+// limits under which the call does not count are refunded after it:
+//
+//         let __ratelimit = {
+//             /* the stack, as above */
+//             match #krate::__private::admit_stack(#limiter, __ratelimit).await {
+//                 Ok(__ratelimit) => __ratelimit,
+//                 Err(__ratelimit) => return #krate::__private::denied(__ratelimit),
+//             }
+//         };
+//         let d: &#krate::Decisions = __ratelimit.decisions(); // with `decision = d`
+//         let __ratelimit_outcome = async { body }.await;
+//         __ratelimit
+//             .settle(|__ratelimit_index| match __ratelimit_index {
+//                 0 => !#krate::__private::is_ok(&__ratelimit_outcome), // count = "errors"
+//                 1 => #krate::__private::counts_if(&__ratelimit_outcome, closure), // count_if
+//                 _ => true,
+//             })
+//             .await;
+//         __ratelimit_outcome
+//
+// Under `#[async_trait]`, `guarded_counted` does the same around the body's future.
 // Under `#[async_trait]` (where `decision` is refused), the block makes
 // `(__ratelimit, owned_limiter(#limiter))` for `guarded_stack`, as the plain form does for
 // `guarded`.
@@ -319,7 +343,7 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
         .limits
         .iter()
         .enumerate()
-        .map(|(i, args)| push(&krate, &local, args, stacked.then_some(i + 1)));
+        .map(|(i, args)| push(&krate, &local, args, i, stacked.then_some(i + 1)));
     let stack = quote! {
         fn #local() {}
         let #local: &'static ::core::primitive::str = #scope;
@@ -329,6 +353,52 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
     let limiter = limiter(&krate, limits);
     let wait_option = wait_option(&krate, limits.wait);
     let denied = Denied::at(&krate, output_span);
+    if limits.limits.iter().any(Args::counts_by_outcome) {
+        let outcome = Ident::new("__ratelimit_outcome", Span::mixed_site());
+        let fn_body = match flavor {
+            Flavor::Async => {
+                let deny = denied.call(&local);
+                let counts = counts(&krate, limits, &quote! { &#outcome });
+                let decision = limits.decision.as_ref().map(|decision| {
+                    quote! { let #decision: &#krate::Decisions = #local.decisions(); }
+                });
+                braces(quote! {
+                    let #local = {
+                        #stack
+                        match #krate::__private::admit_stack(#limiter, #local).await {
+                            ::core::result::Result::Ok(#local) => #local,
+                            ::core::result::Result::Err(#local) => return #deny,
+                        }
+                    };
+                    #decision
+                    let #outcome = async #body.await;
+                    #local.settle(#counts).await;
+                    #outcome
+                })
+            }
+            Flavor::AsyncTrait => {
+                let deny = &denied.path;
+                let index = Ident::new("__ratelimit_index", Span::mixed_site());
+                let counts = counts(&krate, limits, &outcome.to_token_stream());
+                let counts = quote! { |#outcome, #index| (#counts)(#index) };
+                braces(quote! {
+                    ::std::boxed::Box::pin(#krate::__private::guarded_counted(
+                        {
+                            #stack
+                            (#local, #krate::__private::owned_limiter(#limiter))
+                        },
+                        #deny,
+                        #body,
+                        #counts,
+                    ))
+                })
+            }
+        };
+        return quote! {
+            #(#attrs)*
+            #vis #defaultness #sig #fn_body
+        };
+    }
     let fn_body = match flavor {
         Flavor::Async => {
             let deny = denied.call(&local);
@@ -426,11 +496,41 @@ fn decision_error(limits: &Limits, function: &AsyncFn) -> Option<syn::Error> {
     })
 }
 
+/// The closure that tells, by a limit's index, whether the call counts under it, given the
+/// body's result, borrowed by the expression `outcome`.
+fn counts(krate: &TokenStream, limits: &Limits, outcome: &TokenStream) -> TokenStream {
+    let index = Ident::new("__ratelimit_index", Span::mixed_site());
+    let arms = limits.limits.iter().enumerate().filter_map(|(i, args)| {
+        let i = Literal::usize_unsuffixed(i);
+        let counted = match &args.count.as_ref()?.0 {
+            Count::All => return None,
+            Count::Errors => quote! { !#krate::__private::is_ok(#outcome) },
+            Count::Ok => quote! { #krate::__private::is_ok(#outcome) },
+            Count::If(closure) => quote! { #krate::__private::counts_if(#outcome, #closure) },
+        };
+        Some(quote! { #i => #counted, })
+    });
+    quote! {
+        |#index: ::core::primitive::usize| match #index {
+            #(#arms)*
+            _ => true,
+        }
+    }
+}
+
 /// One limit's statement in a composite check: its `LimitSpec` pushed on the runtime's
 /// `Stack`, unless its `exempt` expression is true.
 ///
 /// `position` is the limit's among stacked attributes (from 1), `None` for one attribute.
-fn push(krate: &TokenStream, local: &Ident, args: &Args, position: Option<usize>) -> TokenStream {
+fn push(
+    krate: &TokenStream,
+    local: &Ident,
+    args: &Args,
+    index: usize,
+    position: Option<usize>,
+) -> TokenStream {
+    let shadow = args.shadow;
+    let index = Literal::usize_unsuffixed(index);
     let option = |value: Option<TokenStream>| match value {
         Some(value) => quote! { ::core::option::Option::Some(#value) },
         None => quote! { ::core::option::Option::None },
@@ -472,6 +572,8 @@ fn push(krate: &TokenStream, local: &Ident, args: &Args, position: Option<usize>
             rate_chosen_per_call: #chosen,
             cost: #cost,
             label: #label,
+            shadow: #shadow,
+            index: #index,
         }
     };
     let push = match &args.key {

@@ -92,6 +92,20 @@ pub(crate) fn collect(first: Args, attrs: &mut Vec<Attribute>) -> syn::Result<Li
             _ => {}
         }
     }
+    if wait.is_some() {
+        for (args, _) in &limits {
+            if let Some((_, tokens)) = args.count.as_ref().filter(|_| args.counts_by_outcome()) {
+                errors.push(syn::Error::new_spanned(
+                    tokens,
+                    "`wait` cannot be combined with counting by outcome yet: while calls are \
+                     in flight their reservations fill the window, and a waiter would sleep \
+                     for the window's oldest one to leave (up to a whole period) although \
+                     refunds may free the slots in milliseconds; remove `wait`, or count every \
+                     call",
+                ));
+            }
+        }
+    }
     let mut decision: Option<Ident> = None;
     for (args, _) in &limits {
         match (&decision, &args.decision) {

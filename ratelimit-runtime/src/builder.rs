@@ -37,6 +37,7 @@ pub struct LimiterBuilder {
     timeout: Duration,
     max_keys: Option<usize>,
     clock: Option<ManualClock>,
+    shadow: bool,
 }
 
 /// The Redis deployment a builder was pointed at.
@@ -56,6 +57,7 @@ impl Default for LimiterBuilder {
             timeout: DEFAULT_TIMEOUT,
             max_keys: None,
             clock: None,
+            shadow: false,
         }
     }
 }
@@ -154,6 +156,26 @@ impl LimiterBuilder {
         self
     }
 
+    /// Shadow mode (default `false`): every limit is a shadow one, to try limits on real
+    /// traffic without denying anyone. Checks are made and recorded as usual, but a call a
+    /// limit would deny is admitted all the same, recording nothing (as a denial records
+    /// nothing): its [`Decision`](crate::Decision) is `allowed`, and
+    /// [`would_deny`](crate::Decision::would_deny) says what the limit would have done. Each
+    /// such call is reported: a debug event (with the scope and the key) and, with the
+    /// `metrics` feature, the counter `ratelimit_shadow_denied_total` (not
+    /// `ratelimit_denied_total`: it counts as admitted).
+    ///
+    /// In a check of several limits each limit is then checked on its own (one that would
+    /// deny does not keep the others from recording the call), and a cost that can never fit
+    /// is a would-be denial, not an error. The attribute's checks leave shadow limits out of
+    /// its `decision` and HTTP fields, and the axum layer writes no `RateLimit` fields (a
+    /// trial must not make well-behaved clients back off); nothing waits for them.
+    #[must_use]
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.shadow = shadow;
+        self
+    }
+
     /// What a check answers when the store cannot (default [`FailurePolicy::Local`]).
     #[must_use]
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
@@ -223,6 +245,7 @@ impl LimiterBuilder {
             self.failure_policy,
             fallback,
             self.clock,
+            self.shadow,
         )))
     }
 }
@@ -249,6 +272,7 @@ impl fmt::Debug for LimiterBuilder {
             .field("failure_policy", &self.failure_policy)
             .field("timeout", &self.timeout)
             .field("clock", &self.clock)
+            .field("shadow", &self.shadow)
             .finish()
     }
 }

@@ -23,6 +23,24 @@ pub struct Decision {
     /// period − now), after which the key may be forgotten (Redis: its TTL, at least 1 s; in
     /// process: at a later sweep).
     pub reset_after: Duration,
+    /// What answered, and whether shadow mode let a denial through.
+    pub(crate) answer: Answer,
+}
+
+/// Who gave a [`Decision`], and how (see [`Decision::would_deny`] and
+/// [`Decision::answered_by_policy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub(crate) enum Answer {
+    /// The store decided, and its decision stands.
+    #[default]
+    Store,
+    /// The [`FailurePolicy`](crate::FailurePolicy) answered: the store could not.
+    Policy,
+    /// Shadow mode: the call would have been denied, and is admitted all the same.
+    WouldDeny,
+    /// Shadow mode, while the failure policy answered: the policy's fallback would have
+    /// denied the call, which is admitted all the same.
+    PolicyWouldDeny,
 }
 
 impl Decision {
@@ -36,6 +54,7 @@ impl Decision {
             remaining,
             retry_after: None,
             reset_after,
+            answer: Answer::Store,
         }
     }
 
@@ -49,6 +68,7 @@ impl Decision {
             remaining: 0,
             retry_after: Some(retry_after),
             reset_after,
+            answer: Answer::Store,
         }
     }
 
@@ -56,5 +76,50 @@ impl Decision {
     #[must_use]
     pub const fn is_allowed(&self) -> bool {
         self.allowed
+    }
+
+    /// `true` for an admission that shadow mode let through: the limit would have denied the
+    /// call (a [`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow) limiter, or a shadow
+    /// limit of the attribute). The call was not recorded, as a denial is not; `remaining` is
+    /// 0 and `retry_after` is what the denial would have said.
+    #[must_use]
+    pub const fn would_deny(&self) -> bool {
+        matches!(self.answer, Answer::WouldDeny | Answer::PolicyWouldDeny)
+    }
+
+    /// `true` when the [`FailurePolicy`](crate::FailurePolicy) answered instead of the store
+    /// (it could not be reached, or its circuit breaker was open): `Open`'s empty window, or
+    /// `Local`'s in-process fallback.
+    #[must_use]
+    pub const fn answered_by_policy(&self) -> bool {
+        matches!(self.answer, Answer::Policy | Answer::PolicyWouldDeny)
+    }
+
+    /// This decision, as the failure policy's answer.
+    #[must_use]
+    pub(crate) const fn by_policy(self) -> Decision {
+        let answer = match self.answer {
+            Answer::WouldDeny | Answer::PolicyWouldDeny => Answer::PolicyWouldDeny,
+            Answer::Store | Answer::Policy => Answer::Policy,
+        };
+        Decision { answer, ..self }
+    }
+
+    /// This decision in shadow mode: a denial becomes an admission that
+    /// [`would_deny`](Decision::would_deny); an admission stays.
+    #[must_use]
+    pub(crate) const fn in_shadow(self) -> Decision {
+        if self.allowed {
+            return self;
+        }
+        let answer = match self.answer {
+            Answer::Policy | Answer::PolicyWouldDeny => Answer::PolicyWouldDeny,
+            Answer::Store | Answer::WouldDeny => Answer::WouldDeny,
+        };
+        Decision {
+            allowed: true,
+            answer,
+            ..self
+        }
     }
 }

@@ -126,6 +126,7 @@ mod check;
 mod builder;
 mod global;
 mod limiter;
+mod permit;
 mod wait;
 
 #[doc(hidden)]
@@ -142,6 +143,7 @@ pub use global::{global, set_global};
 pub use headers::{CompositeHeaders, RateLimitHeaders};
 pub use limit::{Limit, MAX_COST};
 pub use limiter::Limiter;
+pub use permit::Permit;
 pub use policy::FailurePolicy;
 pub use rate::Rate;
 

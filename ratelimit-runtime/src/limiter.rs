@@ -10,12 +10,13 @@ use std::time::SystemTime;
 
 use futures_util::future::Either;
 
-use crate::check::{Checking, Shared};
+use crate::check::{Checking, Records, Shared};
 use crate::decision::Decision;
 use crate::decisions::Decisions;
 use crate::error::RateLimitError;
 use crate::key::Key;
-use crate::limit::Limit;
+use crate::limit::{Limit, LimitRef};
+use crate::permit::Permit;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
 use crate::store::Store;
@@ -86,7 +87,7 @@ impl Limiter {
     /// A limiter on `store`, falling back on a fresh in-process store under
     /// [`FailurePolicy::Local`].
     fn from_store(store: Store, policy: FailurePolicy) -> Limiter {
-        Limiter::from_shared(Shared::new(store, policy, MemoryStore::new(), None))
+        Limiter::from_shared(Shared::new(store, policy, MemoryStore::new(), None, false))
     }
 
     /// An in-process limiter whose checks are at `clock`'s time: for tests of code that is
@@ -100,6 +101,7 @@ impl Limiter {
             FailurePolicy::default(),
             MemoryStore::new(),
             Some(clock),
+            false,
         );
         Limiter::from_shared(shared)
     }
@@ -216,6 +218,34 @@ impl Limiter {
         let limits = vec![Limit::new(key, rate).with_cost(cost)];
         let check = self.shared.check_all(None, limits, None);
         Either::Right(async move { check.await.map(|decisions| *decisions) })
+    }
+
+    /// [`check_n`](Limiter::check_n), returning a [`Permit`]: an admission that can be
+    /// refunded once the call's outcome is known, so that only the calls that count stay
+    /// counted (a login limited on its failures: check before, refund a success after).
+    ///
+    /// The call is checked and recorded up front, as a reservation, so the limit stays exact
+    /// under racing callers: while calls are in flight, their reservations fill the window,
+    /// and a denial's `retry_after` counts them (an upper bound: some may be refunded
+    /// sooner). [`Permit::refund`] then removes exactly this call's entries; dropping the
+    /// permit keeps them.
+    ///
+    /// # Errors
+    ///
+    /// As [`check_n`](Limiter::check_n).
+    pub fn check_permit<'a>(
+        &'a self,
+        key: &'a str,
+        rate: Rate,
+        cost: u32,
+    ) -> impl Future<Output = Result<Permit, RateLimitError>> + Send + 'a {
+        let shared = &self.shared;
+        async move {
+            let limits = vec![Limit::new(key, rate).with_cost(cost)];
+            let (decisions, records) = shared.check_recorded(None, limits, None, false).await?;
+            let limit = LimitRef { key, rate, cost };
+            Ok(Permit::new(shared, limit, *decisions, records))
+        }
     }
 
     /// What a check of `key` against `rate` now would answer, recording nothing (no
@@ -342,14 +372,55 @@ impl Limiter {
         self.shared.check_all(None, limits, Some(at))
     }
 
-    /// [`check_all`](Limiter::check_all) for the attribute and the layer, in `scope` (as
+    /// [`check_all`](Limiter::check_all) for the layer, in `scope` (as
     /// [`checking`](Limiter::checking)).
+    #[cfg(feature = "axum")]
     pub(crate) fn checking_all<'a>(
         &'a self,
         scope: &'a str,
         limits: Vec<Limit<'a>>,
     ) -> impl Future<Output = Result<Decisions, RateLimitError>> + Send + 'a {
         self.shared.check_all(Some(scope), limits, None)
+    }
+
+    /// [`check_all`](Limiter::check_all) for the attribute, in `scope` (as
+    /// [`checking`](Limiter::checking)), telling where the call was recorded; with `shadow`,
+    /// the limits are shadow ones (see
+    /// [`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)).
+    pub(crate) async fn checking_recorded(
+        &self,
+        scope: &str,
+        limits: Vec<Limit<'_>>,
+        shadow: bool,
+    ) -> Result<(Decisions, Records), RateLimitError> {
+        self.shared
+            .check_recorded(Some(scope), limits, None, shadow)
+            .await
+    }
+
+    /// Refunds the call `records` names (from [`checking_recorded`](Limiter::checking_recorded)
+    /// of `limits`) in the limits `refunded` says, by index.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when a part of the store could not be reached.
+    pub(crate) async fn refund_records(
+        &self,
+        limits: &[LimitRef<'_>],
+        records: Records,
+        refunded: impl Fn(usize) -> bool,
+    ) -> Result<(), RateLimitError> {
+        self.shared
+            .refund_records(limits, records, refunded)
+            .await
+            .map_err(RateLimitError::Unavailable)
+    }
+
+    /// `true` when the limiter is in shadow mode (see
+    /// [`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)).
+    #[must_use]
+    pub fn is_shadow(&self) -> bool {
+        self.shared.shadow
     }
 
     /// The manual clock the limiter's checks are at, if any.
@@ -372,6 +443,7 @@ impl fmt::Debug for Limiter {
             .field("store", &self.shared.store.kind())
             .field("failure_policy", &self.shared.policy)
             .field("clock", &self.shared.clock)
+            .field("shadow", &self.shared.shadow)
             .finish_non_exhaustive()
     }
 }

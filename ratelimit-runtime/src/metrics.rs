@@ -18,6 +18,8 @@ pub(crate) const ADMITTED: &str = "ratelimit_admitted_total";
 pub(crate) const DENIED: &str = "ratelimit_denied_total";
 /// Checks the store could not answer, answered by the failure policy instead.
 pub(crate) const POLICY_ANSWERED: &str = "ratelimit_policy_answered_total";
+/// Calls a shadow limit would have denied (shadow mode), which went on.
+pub(crate) const SHADOW_DENIED: &str = "ratelimit_shadow_denied_total";
 /// How long checks took, in seconds, store round trip included.
 pub(crate) const CHECK_DURATION: &str = "ratelimit_check_duration_seconds";
 /// The label naming the scope.
@@ -66,6 +68,16 @@ pub(crate) fn checked(scope: Option<&str>, admitted: Option<bool>, elapsed: Dura
         recorder
             .register_histogram(&Key::from_static_parts(CHECK_DURATION, labels), &METADATA)
             .record(elapsed.as_secs_f64());
+    });
+}
+
+/// A shadow limit would have denied a call.
+pub(crate) fn shadow_denied(scope: Option<&str>) {
+    let labels = labels(scope);
+    ::metrics::with_recorder(|recorder| {
+        recorder
+            .register_counter(&Key::from_static_parts(SHADOW_DENIED, labels), &METADATA)
+            .increment(1);
     });
 }
 

@@ -6,12 +6,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::check::Checking;
+use crate::check::{Checking, Records};
 use crate::decision::Decision;
 use crate::decisions::{Decisions, MAX_WINDOW_LEN, write_window};
 use crate::error::{Denied, RateLimitError};
 use crate::key::{Key, unscoped};
-use crate::limit::Limit;
+use crate::limit::{Limit, LimitRef};
 use crate::limiter::Limiter;
 use crate::rate::Rate;
 
@@ -258,6 +258,8 @@ pub trait DeniedReturn {
     type Error;
     /// `Err(error)`.
     fn err(error: Self::Error) -> Self;
+    /// Whether it is `Ok`.
+    fn is_ok(&self) -> bool;
 }
 
 impl<T, E> DeniedReturn for Result<T, E> {
@@ -265,6 +267,22 @@ impl<T, E> DeniedReturn for Result<T, E> {
     fn err(error: E) -> Self {
         Err(error)
     }
+    fn is_ok(&self) -> bool {
+        Result::is_ok(self)
+    }
+}
+
+/// Whether the body's `result` is `Ok`: `count = "ok"` counts such calls, `count = "errors"`
+/// the others.
+#[must_use]
+pub fn is_ok<R: DeniedReturn>(result: &R) -> bool {
+    result.is_ok()
+}
+
+/// Whether the call whose body returned `result` counts, by the `count_if` closure.
+#[must_use]
+pub fn counts_if<R, F: FnOnce(&R) -> bool>(result: &R, count_if: F) -> bool {
+    count_if(result)
 }
 
 /// The error type of a function under `#[rate_limit]`: any `E: From<RateLimitError>`.
@@ -349,6 +367,12 @@ pub struct LimitSpec {
     pub cost: u64,
     /// The attribute's `label`.
     pub label: Option<&'static str>,
+    /// A shadow limit (`shadow = true`): checked and recorded once the others admit the call,
+    /// reported when it would deny, never denying.
+    pub shadow: bool,
+    /// The attribute's index among the function's (from 0, the outermost first), by which the
+    /// body's outcome says whether the call counts under it.
+    pub index: usize,
 }
 
 /// The limits of one call of a function with a composite check, built by the generated code
@@ -371,6 +395,30 @@ struct Part {
     rate: Rate,
     cost: u64,
     label: Option<&'static str>,
+    shadow: bool,
+    index: usize,
+}
+
+impl Part {
+    /// The limit of this part, as a check takes it.
+    fn limit(&self) -> Limit<'_> {
+        // Within the threshold, so within `u32`.
+        let cost = u32::try_from(self.cost).unwrap_or(u32::MAX);
+        let limit = Limit::new(self.key.as_str(), self.rate).with_cost(cost);
+        match self.label {
+            Some(label) => limit.with_label(label),
+            None => limit,
+        }
+    }
+
+    /// The limit of this part, as a refund takes it.
+    fn limit_ref(&self) -> LimitRef<'_> {
+        LimitRef {
+            key: &self.key,
+            rate: self.rate,
+            cost: u32::try_from(self.cost).unwrap_or(u32::MAX),
+        }
+    }
 }
 
 impl Stack {
@@ -452,6 +500,8 @@ impl Stack {
             rate: spec.rate,
             cost: spec.cost,
             label,
+            shadow: spec.shadow,
+            index: spec.index,
         });
     }
 }
@@ -478,40 +528,140 @@ fn push_untagged(out: &mut String, text: &str) {
 /// its limit's threshold or [`MAX_COST`](crate::MAX_COST) (a `usize` cost above `u32::MAX`
 /// included); otherwise as [`Limiter::check_all`](crate::Limiter::check_all).
 pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, RateLimitError> {
-    if stack.parts.is_empty() {
-        return Ok(Decisions::exempt());
+    admit(limiter, stack).await.map(|(decisions, _)| decisions)
+}
+
+/// Checks a call's [`Stack`] as [`check_stack`] does, keeping what a refund needs: for a
+/// function whose limits count calls by their outcome (`count`, `count_if`), whose body's
+/// result then says which limits take the call back ([`Admitted::settle`]).
+///
+/// # Errors
+///
+/// As [`check_stack`].
+pub async fn admit_stack(limiter: &Limiter, stack: Stack) -> Result<Admitted, RateLimitError> {
+    let (decisions, recorded) = admit(limiter, stack).await?;
+    Ok(Admitted {
+        limiter: limiter.clone(),
+        decisions,
+        recorded,
+    })
+}
+
+/// An admitted call of a function whose limits count by outcome: its decisions, and where
+/// each check recorded it.
+pub struct Admitted {
+    limiter: Limiter,
+    decisions: Decisions,
+    recorded: Recorded,
+}
+
+/// Where a call's checks recorded it: the stack's parts, and each check's parts (indices among
+/// them) with its records.
+struct Recorded {
+    parts: Vec<Part>,
+    checks: Vec<(Vec<usize>, Records)>,
+}
+
+impl Admitted {
+    /// The decisions of the call's enforced limits (what `decision = d` binds).
+    #[must_use]
+    pub fn decisions(&self) -> &Decisions {
+        &self.decisions
     }
-    if let Some(error) = stack
-        .parts
-        .iter()
-        .find_map(|part| RateLimitError::cost_too_high(part.cost, part.rate))
-    {
+
+    /// Refunds the call from every limit under which it does not count: `counts(index)` for
+    /// the limit of the attribute at `index` (from 0), asked once the body returned. The
+    /// refunds of the call's checks run at once and complete before this returns, each
+    /// within the limiter's timeout (handed to the runtime if this future is dropped). A
+    /// refund that cannot reach the store leaves the entries to expire with their window;
+    /// the outage is logged once (warn), a failed refund at debug level.
+    ///
+    /// `counts` is asked before the future is returned, so that the future holds nothing of
+    /// the body's result (which need not be `Sync`).
+    pub fn settle(self, counts: impl Fn(usize) -> bool) -> impl Future<Output = ()> + Send {
+        let Recorded { parts, checks } = self.recorded;
+        let refunds: Vec<(Vec<usize>, Records, Vec<bool>)> = checks
+            .into_iter()
+            .map(|(indices, records)| {
+                let refunded = indices.iter().map(|&i| !counts(parts[i].index)).collect();
+                (indices, records, refunded)
+            })
+            .filter(|(_, _, refunded): &(_, _, Vec<bool>)| refunded.contains(&true))
+            .collect();
+        let limiter = self.limiter;
+        async move {
+            let parts = &parts;
+            let limiter = &limiter;
+            let refunds = refunds
+                .into_iter()
+                .map(|(indices, records, refunded)| async move {
+                    let limits: Vec<LimitRef<'_>> =
+                        indices.iter().map(|&i| parts[i].limit_ref()).collect();
+                    // Reported where it failed; the body's result stands.
+                    let _ = limiter
+                        .refund_records(&limits, records, |i| refunded[i])
+                        .await;
+                });
+            futures_util::future::join_all(refunds).await;
+        }
+    }
+}
+
+/// The check of [`check_stack`] and [`admit_stack`]: the enforced limits together (all or
+/// nothing); once they admit the call, each shadow limit on its own, at once (a shadow limit
+/// that would deny records nothing and is reported; one that fails is left out). The
+/// decisions are the enforced limits' (empty when every limit is exempt or a shadow one).
+async fn admit(limiter: &Limiter, stack: Stack) -> Result<(Decisions, Recorded), RateLimitError> {
+    let all_shadow = limiter.is_shadow();
+    let (shadows, enforced): (Vec<usize>, Vec<usize>) =
+        (0..stack.parts.len()).partition(|&i| all_shadow || stack.parts[i].shadow);
+    if let Some(error) = enforced.iter().find_map(|&i| {
+        let part = &stack.parts[i];
+        RateLimitError::cost_too_high(part.cost, part.rate)
+    }) {
         return Err(error);
     }
-    let limits = stack
-        .parts
-        .iter()
-        .map(|part| {
-            // Within the threshold, so within `u32`.
-            let cost = u32::try_from(part.cost).unwrap_or(u32::MAX);
-            let limit = Limit::new(part.key.as_str(), part.rate).with_cost(cost);
-            match part.label {
-                Some(label) => limit.with_label(label),
-                None => limit,
+    let mut checks = Vec::new();
+    let decisions = if enforced.is_empty() {
+        Decisions::exempt()
+    } else {
+        let limits = enforced.iter().map(|&i| stack.parts[i].limit()).collect();
+        let (decisions, records) = limiter
+            .checking_recorded(stack.scope, limits, false)
+            .await?;
+        if !decisions.allowed {
+            let part = &stack.parts[enforced[decisions.deciding_index()]];
+            let key = part
+                .caller_key
+                .clone()
+                .map(|range| part.key[range].to_owned());
+            let denied = Denied::of_several(part.scope, key, decisions);
+            return Err(RateLimitError::Denied(Box::new(denied)));
+        }
+        checks.push((enforced, records));
+        decisions
+    };
+    let scope = stack.scope;
+    let trials = shadows.iter().map(|&i| {
+        let limit = stack.parts[i].limit();
+        async move {
+            match limiter.checking_recorded(scope, vec![limit], true).await {
+                Ok((_, records)) => Some((vec![i], records)),
+                Err(error) => {
+                    tracing::debug!(scope, %error, "a shadow rate limit could not be checked");
+                    None
+                }
             }
-        })
-        .collect();
-    let decisions = limiter.checking_all(stack.scope, limits).await?;
-    if decisions.allowed {
-        return Ok(decisions);
-    }
-    let part = &stack.parts[decisions.deciding_index()];
-    let key = part
-        .caller_key
-        .clone()
-        .map(|range| part.key[range].to_owned());
-    let denied = Denied::of_several(part.scope, key, decisions);
-    Err(RateLimitError::Denied(Box::new(denied)))
+        }
+    });
+    checks.extend(
+        futures_util::future::join_all(trials)
+            .await
+            .into_iter()
+            .flatten(),
+    );
+    let parts = stack.parts;
+    Ok((decisions, Recorded { parts, checks }))
 }
 
 /// The future of a method of an `#[async_trait]` impl with a composite check: as
@@ -534,6 +684,28 @@ pub async fn guarded_stack<F: Future>(
         return deny(err);
     }
     body.await
+}
+
+/// The future of a method of an `#[async_trait]` impl whose limits count calls by their
+/// outcome: as [`guarded_stack`], then, once `body` returned, the refunds of the limits under
+/// which the call does not count (`counts(&output, index)`, see [`Admitted::settle`]).
+///
+/// # Errors
+///
+/// `Err(E::from(err))` when the check answers `err`, as [`check_stack`].
+pub async fn guarded_counted<F: Future, C: Fn(&F::Output, usize) -> bool>(
+    (stack, limiter): (Stack, Limiter),
+    deny: fn(RateLimitError) -> F::Output,
+    body: F,
+    counts: C,
+) -> F::Output {
+    let admitted = match admit_stack(&limiter, stack).await {
+        Ok(admitted) => admitted,
+        Err(err) => return deny(err),
+    };
+    let output = body.await;
+    admitted.settle(|index| counts(&output, index)).await;
+    output
 }
 
 /// The `cost` expression, as a `u64`: any unsigned integer ([`Cost`]).
@@ -627,6 +799,8 @@ mod tests {
             rate_chosen_per_call: false,
             cost: 1,
             label: None,
+            shadow: false,
+            index: 0,
         }
     }
 

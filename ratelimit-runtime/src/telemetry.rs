@@ -97,6 +97,17 @@ pub(crate) fn policy_answered(
     let _ = scope;
 }
 
+/// A shadow limit would have denied a call, which went on: a debug event with the scope and
+/// the key (stripped of its `scope:` prefix), and the counter `ratelimit_shadow_denied_total`.
+#[cold]
+#[inline(never)]
+pub(crate) fn shadow_denied(scope: Option<&str>, key: &str) {
+    let key = scope.and_then(|scope| unscoped(scope, key)).unwrap_or(key);
+    tracing::debug!(scope, key, "a shadow rate limit would have denied the call");
+    #[cfg(feature = "metrics")]
+    crate::metrics::shadow_denied(scope);
+}
+
 /// The debug event of a denial, with the key stripped of its `scope:` prefix.
 #[cold]
 #[inline(never)]

@@ -12,6 +12,7 @@
 
 pub mod cluster;
 pub mod counting_alloc;
+pub mod journal;
 pub mod proxy;
 pub mod tls;
 
@@ -441,4 +442,19 @@ pub fn at_secs(seconds: f64) -> std::time::SystemTime {
 #[must_use]
 pub fn at_micros(micros: u64) -> std::time::SystemTime {
     std::time::UNIX_EPOCH + Duration::from_micros(micros)
+}
+
+/// A decision's public fields, to compare an answer of the failure policy (which says so:
+/// `Decision::answered_by_policy`) with the decision a store would give.
+#[must_use]
+pub fn fields(
+    decision: &ratelimit_runtime::Decision,
+) -> (bool, u64, u64, Option<Duration>, Duration) {
+    (
+        decision.allowed,
+        decision.limit,
+        decision.remaining,
+        decision.retry_after,
+        decision.reset_after,
+    )
 }

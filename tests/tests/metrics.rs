@@ -154,3 +154,63 @@ fn a_store_that_cannot_answer_counts_as_policy_answered() {
         ])
     );
 }
+
+// Shadow mode: a shadow limit alone, and one beside an enforced limit.
+#[rate_limit(period = 60, threshold = 2, name = "metrics.trial", shadow = true, limiter = limiter)]
+async fn trial(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 4, name = "metrics.enforced", limiter = limiter)]
+#[rate_limit(period = 60, threshold = 1, name = "metrics.tried", shadow = true, limiter = limiter)]
+async fn enforced_and_tried(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 2, name = "metrics.everything", limiter = limiter)]
+async fn everything(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// Shadow limits never deny, and exactly their would-be denials are counted, as
+/// `ratelimit_shadow_denied_total` (a would-be denial is an admission to the other counters).
+#[test]
+fn shadow_limits_count_exactly_their_would_be_denials() {
+    let (counters, _) = record(|| async {
+        let limiter = Limiter::memory();
+        for _ in 0..5 {
+            trial(&limiter).await.expect("a shadow limit never denies");
+        }
+        // The enforced limit denies the fifth call: the shadow limit is not asked then.
+        for _ in 0..4 {
+            enforced_and_tried(&limiter).await.expect("admitted");
+        }
+        assert!(enforced_and_tried(&limiter).await.unwrap_err().is_denied());
+        // A limiter in shadow mode: every limit is a shadow one, the attribute's and by hand.
+        let shadow = Limiter::builder()
+            .shadow(true)
+            .build()
+            .await
+            .expect("a limiter");
+        for _ in 0..3 {
+            everything(&shadow).await.expect("shadow mode never denies");
+        }
+        for _ in 0..3 {
+            assert!(shadow.check("k", RATE).await.unwrap().allowed);
+        }
+    });
+    assert_eq!(
+        counters,
+        map(&[
+            ("ratelimit_admitted_total{scope=metrics.trial}", 5),
+            ("ratelimit_shadow_denied_total{scope=metrics.trial}", 3),
+            ("ratelimit_admitted_total{scope=metrics.enforced}", 8),
+            ("ratelimit_denied_total{scope=metrics.enforced}", 1),
+            ("ratelimit_shadow_denied_total{scope=metrics.enforced}", 3),
+            ("ratelimit_admitted_total{scope=metrics.everything}", 3),
+            ("ratelimit_shadow_denied_total{scope=metrics.everything}", 1),
+            ("ratelimit_admitted_total{}", 3),
+            ("ratelimit_shadow_denied_total{}", 1),
+        ])
+    );
+}

@@ -3,46 +3,11 @@
 //! One test in its own binary: a subscriber set for one thread does not see callsites that
 //! other threads, without one, have cached as disabled.
 
-use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ratelimit_runtime::{FailurePolicy, Limiter, Rate};
 use tests::TestRedis;
-
-/// Writes down the runtime's events at info level and above: `<level> <message> <fields>`.
-#[derive(Clone, Default)]
-struct Journal(Arc<Mutex<Vec<String>>>);
-
-struct Fields(String);
-
-impl tracing::field::Visit for Fields {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        let _ = write!(self.0, " {}={:?}", field.name(), value);
-    }
-}
-
-impl tracing::Subscriber for Journal {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        metadata.target().starts_with("ratelimit_runtime")
-            && *metadata.level() <= tracing::Level::INFO
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut fields = Fields(String::new());
-        event.record(&mut fields);
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("{}{}", event.metadata().level(), fields.0));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
+use tests::journal::Journal;
 
 #[tokio::test]
 async fn an_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
@@ -64,7 +29,7 @@ async fn an_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
     // Connected. A loaded machine may make the first check time out: that outage is not this
     // test's, and is forgotten with what it logged.
     tests::connected(&limiter, "warm-up").await;
-    journal.0.lock().unwrap().clear();
+    journal.clear();
     let before = limiter.policy_answers();
 
     redis.stop();
@@ -93,7 +58,7 @@ async fn an_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
     );
     let answered = limiter.policy_answers() - before;
 
-    let lines = journal.0.lock().unwrap().clone();
+    let lines = journal.lines();
     let starts: Vec<_> = lines
         .iter()
         .filter(|line| line.starts_with("WARN"))

@@ -31,6 +31,8 @@ async fn upload(
                         rate_chosen_per_call: true,
                         cost: ::ratelimit_runtime::__private::cost(items.len()),
                         label: ::core::option::Option::None,
+                        shadow: false,
+                        index: 0,
                     },
                     &(account.id),
                 );

@@ -34,6 +34,8 @@ async fn search(user: &str) -> Result<String, AppError> {
                     rate_chosen_per_call: false,
                     cost: 1,
                     label: ::core::option::Option::Some("burst"),
+                    shadow: false,
+                    index: 0,
                 },
                 &(user),
             );
@@ -58,6 +60,8 @@ async fn search(user: &str) -> Result<String, AppError> {
                     rate_chosen_per_call: false,
                     cost: 1,
                     label: ::core::option::Option::None,
+                    shadow: false,
+                    index: 1,
                 },
                 &(user),
             );

@@ -274,9 +274,12 @@ where
                 .call(Request::from_parts(parts, body))
                 .await?
                 .into_response();
-            decision
-                .headers(config.rate)
-                .apply_if_absent(response.headers_mut());
+            // A trial must not make well-behaved clients back off.
+            if !config.limiter.is_shadow() {
+                decision
+                    .headers(config.rate)
+                    .apply_if_absent(response.headers_mut());
+            }
             Ok(response)
         })
     }
@@ -319,7 +322,9 @@ where
         .call(Request::from_parts(parts, body))
         .await?
         .into_response();
-    decisions.headers().apply_if_absent(response.headers_mut());
+    if !config.limiter.is_shadow() {
+        decisions.headers().apply_if_absent(response.headers_mut());
+    }
     Ok(response)
 }
 

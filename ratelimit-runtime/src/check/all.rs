@@ -11,6 +11,12 @@
 //! failure policy answers: `Open` admits and records nothing; `Local` checks its limits in the
 //! fallback, once the store's slots have all admitted (so that it never needs a refund);
 //! `Closed` fails the check with `Unavailable`.
+//!
+//! An admitted check tells where it recorded the call ([`Records`]), so that a refund asked
+//! for later (the call's outcome known: `Limiter::check_permit`, the attribute's `count`)
+//! removes exactly that call's entries, from the store that holds them (`permit.rs` in this
+//! folder). A shadow check (shadow mode) is checked and recorded as any other, and its denial
+//! is reported, then answered as an admission that would have been denied, recording nothing.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -34,6 +40,8 @@ use crate::runtime::{HandOff, Runtime};
 use crate::store::{Access, Admission};
 use crate::telemetry::{self, Timer};
 
+use super::permit::{Records, Where};
+
 /// A limit the remote leg owns, so that its call can outlive its caller (see [`HandOff`]).
 type Owned = (String, Rate, u32);
 
@@ -52,50 +60,130 @@ impl Shared {
     pub(crate) async fn check_all(
         self: &Arc<Self>,
         scope: Option<&str>,
-        mut limits: Vec<Limit<'_>>,
+        limits: Vec<Limit<'_>>,
         at: Option<SystemTime>,
     ) -> Result<Decisions, RateLimitError> {
-        validate(&limits)?;
+        let (decisions, _records) = self.check_recorded(scope, limits, at, false).await?;
+        Ok(decisions)
+    }
+
+    /// [`check_all`](Shared::check_all), telling where the call was recorded. With `shadow`
+    /// (or on a limiter in shadow mode) every limit is a shadow one, checked on its own: it
+    /// records the call iff it admits it, and a denial is reported and answered as an
+    /// admission that [would deny](Decision::would_deny).
+    ///
+    /// # Errors
+    ///
+    /// As [`check_all`](Shared::check_all); under shadow mode a cost above the threshold is a
+    /// would-be denial, not an error.
+    pub(crate) async fn check_recorded(
+        self: &Arc<Self>,
+        scope: Option<&str>,
+        mut limits: Vec<Limit<'_>>,
+        at: Option<SystemTime>,
+        shadow: bool,
+    ) -> Result<(Decisions, Records), RateLimitError> {
+        let shadow = shadow || self.shadow;
+        validate(&limits, shadow)?;
         let at = self.time_of(at.map(clock::micros_since_epoch).transpose()?);
         let labels: Vec<Option<Cow<'static, str>>> =
             limits.iter_mut().map(Limit::take_label).collect();
         let refs: Vec<LimitRef<'_>> = limits.iter().map(Limit::as_ref).collect();
+        let (decisions, records) = if shadow {
+            // Each limit on its own: one that would deny must not keep the others from
+            // recording the call.
+            let mut decisions = Vec::with_capacity(refs.len());
+            let mut records = Records::default();
+            for (i, limit) in refs.iter().enumerate() {
+                let (mut decision, mut recorded) = if cost_fits(limit) {
+                    let (decisions, recorded) =
+                        self.check_limits(scope, &[*limit], at, true).await?;
+                    (decisions[0], recorded)
+                } else {
+                    // Never fits: a would-be denial of one period, checked nowhere.
+                    let denied = Decision::denied(
+                        limit.rate.threshold(),
+                        limit.rate.period(),
+                        limit.rate.period(),
+                    );
+                    (denied, Records::default())
+                };
+                if !decision.allowed {
+                    telemetry::shadow_denied(scope, limit.key);
+                    decision = decision.in_shadow();
+                }
+                recorded.renumber(|_| i);
+                records.extend(recorded);
+                decisions.push(decision);
+            }
+            (decisions, records)
+        } else {
+            self.check_limits(scope, &refs, at, false).await?
+        };
+        let decisions = Decisions::new(
+            labels
+                .into_iter()
+                .zip(&refs)
+                .zip(decisions)
+                .map(|((label, limit), decision)| (label, limit.rate, decision)),
+        );
+        Ok((decisions, records))
+    }
+
+    /// `limits` checked together at `at` (µs since the Unix epoch; `None`: the store's
+    /// clock), in a span of their own and reported (a denial of a `shadow` check as the
+    /// admission it becomes): each limit's decision, and where the call was recorded.
+    async fn check_limits(
+        self: &Arc<Self>,
+        scope: Option<&str>,
+        refs: &[LimitRef<'_>],
+        at: Option<u64>,
+        shadow: bool,
+    ) -> Result<(Vec<Decision>, Records), RateLimitError> {
         let timer = Timer::start();
         let span = telemetry::span(scope);
         let result = match self.store.access() {
             Access::InProcess(store) => {
                 let _entered = span.enter();
-                Ok(store.check_all(&refs, at, true).1)
+                // At a time of its own, so that a refund finds the call's entries.
+                let at = at.unwrap_or_else(clock::now_us);
+                let (admitted, decisions) = store.check_all(refs, Some(at), true);
+                let records = if admitted {
+                    Records::of(Where::InProcess { at }, refs, 0..refs.len())
+                } else {
+                    Records::default()
+                };
+                Ok((decisions, records))
             }
             Access::Unusable(error) => {
                 let _entered = span.enter();
                 self.health.failed(0, &error, self.policy, false);
-                self.answer_all_by_policy(scope, &refs, at, error)
+                self.answer_all_by_policy(scope, refs, at, error)
             }
             Access::Remote => {
                 use tracing::Instrument as _;
-                self.remote_all(scope, &refs, at)
+                self.remote_all(scope, refs, at)
                     .instrument(span.clone())
                     .await
             }
         };
-        let result = result.map(|decisions: Vec<Decision>| {
-            Decisions::new(
-                labels
-                    .into_iter()
-                    .zip(&refs)
-                    .zip(decisions)
-                    .map(|((label, limit), decision)| (label, limit.rate, decision)),
-            )
-        });
-        let deciding = result.as_ref().ok().map(|decisions| **decisions);
-        let index = result.as_ref().map_or(0, Decisions::deciding_index);
-        let key = refs.get(index).map_or("", |limit| limit.key);
+        let deciding = result
+            .as_ref()
+            .ok()
+            .map(|(decisions, _)| decisions.iter().position(|d| !d.allowed));
+        let key = match deciding {
+            Some(Some(index)) => refs[index].key,
+            _ => refs.first().map_or("", |limit| limit.key),
+        };
+        let retry_after = || {
+            let (decisions, _) = result.as_ref().ok()?;
+            decisions.iter().filter_map(|d| d.retry_after).max()
+        };
         telemetry::decided(
             scope,
             key,
-            deciding.map(|decision| decision.allowed),
-            || deciding.and_then(|decision| decision.retry_after),
+            deciding.map(|denied| denied.is_none() || shadow),
+            retry_after,
             timer,
         );
         result
@@ -113,14 +201,23 @@ impl Shared {
         limits: &[LimitRef<'_>],
         at: Option<u64>,
         error: StoreError,
-    ) -> Result<Vec<Decision>, RateLimitError> {
+    ) -> Result<(Vec<Decision>, Records), RateLimitError> {
         self.health.answered_by_policy();
         let key = limits.first().map_or("", |limit| limit.key);
         telemetry::policy_answered(scope, key, &error, self.policy);
         match self.policy {
-            FailurePolicy::Open => Ok(open_admissions(limits)),
+            FailurePolicy::Open => Ok((open_admissions(limits), Records::default())),
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
-            FailurePolicy::Local => Ok(self.fallback_all(limits, at, true).1),
+            FailurePolicy::Local => {
+                let at = at.unwrap_or_else(clock::now_us);
+                let (admitted, decisions) = self.fallback_all(limits, Some(at), true);
+                let records = if admitted {
+                    Records::of(Where::Fallback { at }, limits, 0..limits.len())
+                } else {
+                    Records::default()
+                };
+                Ok((by_policy(decisions), records))
+            }
         }
     }
 
@@ -148,7 +245,7 @@ impl Shared {
         scope: Option<&str>,
         limits: &[LimitRef<'_>],
         at: Option<u64>,
-    ) -> Result<Vec<Decision>, RateLimitError> {
+    ) -> Result<(Vec<Decision>, Records), RateLimitError> {
         let Some(runtime) = Runtime::current() else {
             return self.answer_all_by_policy(scope, limits, at, StoreError::NoRuntime);
         };
@@ -235,7 +332,10 @@ impl Shared {
         owned: Vec<Owned>,
         mut parts: Vec<Part>,
         at: Option<u64>,
-    ) -> (Result<Vec<Decision>, StoreError>, Option<StoreError>) {
+    ) -> (
+        Result<(Vec<Decision>, Records), StoreError>,
+        Option<StoreError>,
+    ) {
         let limits = borrowed(&owned);
         let admission = self.store.admission();
         let calls = parts.iter().filter_map(|part| {
@@ -265,6 +365,7 @@ impl Shared {
         let mut recorded: Vec<(usize, u64)> = Vec::new();
         let mut refunds: Vec<(usize, u64)> = Vec::new();
         let mut local: Vec<usize> = Vec::new();
+        let local_at = at.unwrap_or_else(clock::now_us);
         for (index, part) in parts.iter_mut().enumerate() {
             let sent = part.route.is_ok();
             let outcome = match std::mem::replace(&mut part.route, Ok(None)) {
@@ -310,10 +411,10 @@ impl Shared {
         if !local.is_empty() {
             // Recorded in the fallback only when the store's parts all admitted the call.
             let refs: Vec<_> = local.iter().map(|&i| limits[i]).collect();
-            let (fits, answers) = self.fallback_all(&refs, at, admitted && !closed);
+            let (fits, answers) = self.fallback_all(&refs, Some(local_at), admitted && !closed);
             admitted &= fits;
             for (&i, decision) in local.iter().zip(answers) {
-                decisions[i] = Some(decision);
+                decisions[i] = Some(decision.by_policy());
             }
         }
         // The failed parts' refunds in the background: their node may be stalled, and waiting
@@ -361,7 +462,20 @@ impl Shared {
                     .into_iter()
                     .map(|decision| decision.expect("every limit has its part's answer"))
                     .collect();
-                (Ok(decisions), policy_error)
+                let mut records = Records::default();
+                if admitted {
+                    for &(index, now) in &recorded {
+                        let part = &parts[index];
+                        let place = Where::Store { admission, now };
+                        records.extend(Records::of(place, &limits, part.members.iter().copied()));
+                    }
+                    records.extend(Records::of(
+                        Where::Fallback { at: local_at },
+                        &limits,
+                        local.iter().copied(),
+                    ));
+                }
+                (Ok((decisions, records)), policy_error)
             }
         }
     }
@@ -410,6 +524,17 @@ fn open_admissions(limits: &[LimitRef<'_>]) -> Vec<Decision> {
         .collect()
 }
 
+/// Whether `limit`'s cost can fit in a window: at most its threshold and
+/// [`MAX_COST`](crate::MAX_COST).
+fn cost_fits(limit: &LimitRef<'_>) -> bool {
+    RateLimitError::cost_too_high(limit.cost.into(), limit.rate).is_none()
+}
+
+/// `decisions`, as the failure policy's answers.
+fn by_policy(decisions: Vec<Decision>) -> Vec<Decision> {
+    decisions.into_iter().map(Decision::by_policy).collect()
+}
+
 /// The limits of `owned`, borrowed.
 fn borrowed(owned: &[Owned]) -> Vec<LimitRef<'_>> {
     owned
@@ -424,7 +549,7 @@ fn borrowed(owned: &[Owned]) -> Vec<LimitRef<'_>> {
 
 /// Turns away a check that cannot be made: no limit, two limits with one key, a label that is
 /// not printable ASCII, a cost that no window can admit.
-fn validate(limits: &[Limit<'_>]) -> Result<(), RateLimitError> {
+fn validate(limits: &[Limit<'_>], shadow: bool) -> Result<(), RateLimitError> {
     if limits.is_empty() {
         return Err(RateLimitError::InvalidInput(
             "a check of several limits needs at least one".into(),
@@ -459,7 +584,9 @@ fn validate(limits: &[Limit<'_>]) -> Result<(), RateLimitError> {
                 .into(),
             ));
         }
-        if let Some(error) = RateLimitError::cost_too_high(limit.cost().into(), limit.rate()) {
+        if !shadow
+            && let Some(error) = RateLimitError::cost_too_high(limit.cost().into(), limit.rate())
+        {
             return Err(error);
         }
     }

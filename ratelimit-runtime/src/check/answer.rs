@@ -48,13 +48,17 @@ impl Shared {
             Access::InProcess(store) => {
                 debug_assert_eq!(cost, 1, "other costs are checked by `all.rs`");
                 let verdict = store.verdict(key, rate, at);
+                let admitted = verdict.is_admitted();
                 telemetry::decided(
                     scope,
                     key,
-                    Some(verdict.is_admitted()),
+                    Some(admitted || self.shadow),
                     || verdict.retry_after(),
                     timer,
                 );
+                if !admitted && self.shadow {
+                    telemetry::shadow_denied(scope, key);
+                }
                 Next::InProcess(verdict)
             }
             Access::Remote => self.route(scope, limit, at, timer),
@@ -77,6 +81,7 @@ impl Shared {
             Route::Store(probe) => Next::Remote { probe },
             Route::Policy(error) => {
                 let result = self.answer_by_policy(scope, limit, at, error);
+                let result = self.shadowed(scope, limit.key, result);
                 telemetry::answered(scope, limit.key, &result, timer);
                 Next::Answered(result)
             }
@@ -96,6 +101,7 @@ impl Shared {
     ) -> Next {
         self.health.failed(0, &error, self.policy, false);
         let result = self.answer_by_policy(scope, limit, at, error);
+        let result = self.shadowed(scope, limit.key, result);
         telemetry::answered(scope, limit.key, &result, timer);
         Next::Answered(result)
     }
@@ -128,7 +134,27 @@ impl Shared {
         match policy {
             FailurePolicy::Open => Ok(open_admission(rate, cost)),
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
-            FailurePolicy::Local => Ok(self.fallback.check(key, rate, cost, at)),
+            FailurePolicy::Local => Ok(self.fallback.check(key, rate, cost, at).by_policy()),
+        }
+    }
+}
+
+impl Shared {
+    /// `result`, in shadow mode when the limiter is in it: a denial of `key` is reported and
+    /// becomes an admission that would have been denied.
+    #[inline]
+    pub(super) fn shadowed(
+        &self,
+        scope: Option<&str>,
+        key: &str,
+        result: Result<Decision, RateLimitError>,
+    ) -> Result<Decision, RateLimitError> {
+        match result {
+            Ok(decision) if !decision.allowed && self.shadow => {
+                telemetry::shadow_denied(scope, key);
+                Ok(decision.in_shadow())
+            }
+            result => result,
         }
     }
 }
@@ -141,4 +167,5 @@ pub(super) fn open_admission(rate: Rate, cost: u32) -> Decision {
         rate.threshold().saturating_sub(cost.into()),
         rate.period(),
     )
+    .by_policy()
 }

@@ -127,7 +127,11 @@ impl Future for Checking<'_> {
         let probe = match next {
             Next::InProcess(verdict) => {
                 this.done = true;
-                return Poll::Ready(Ok(verdict.decision(rate)));
+                let decision = verdict.decision(rate);
+                if !decision.allowed && shared.shadow {
+                    return Poll::Ready(Ok(decision.in_shadow()));
+                }
+                return Poll::Ready(Ok(decision));
             }
             Next::Answered(result) => {
                 this.done = true;

@@ -78,7 +78,11 @@ impl Shared {
     /// circuit breaker (its open breaker answers at once), and handed to the runtime when its
     /// caller stops waiting, so that its outcome still reaches the breakers. Outside a runtime,
     /// or for an unusable store, the error, with nothing settled.
-    async fn remote_op<T, F, Op>(self: &Arc<Self>, key: &str, op: Op) -> Result<T, StoreError>
+    pub(super) async fn remote_op<T, F, Op>(
+        self: &Arc<Self>,
+        key: &str,
+        op: Op,
+    ) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: Future<Output = Result<T, StoreError>> + Send + 'static,
@@ -116,13 +120,11 @@ impl Shared {
         telemetry::policy_answered(None, key, &error, self.policy);
         let threshold = rate.threshold();
         match self.policy {
-            FailurePolicy::Open => Ok(Decision::admitted(
-                threshold,
-                threshold,
-                std::time::Duration::ZERO,
-            )),
+            FailurePolicy::Open => {
+                Ok(Decision::admitted(threshold, threshold, std::time::Duration::ZERO).by_policy())
+            }
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
-            FailurePolicy::Local => Ok(self.fallback.peek(key, rate, at)),
+            FailurePolicy::Local => Ok(self.fallback.peek(key, rate, at).by_policy()),
         }
     }
 }

@@ -11,7 +11,8 @@
 //! - `all.rs`: a check of several limits (each with its key, rate and cost), all or nothing:
 //!   one step in process and on one server, reserve then refund across a cluster's slots;
 //! - `inspect.rs`: a key's log outside a check: a look that records nothing (the policy's
-//!   when the store fails), and its reset.
+//!   when the store fails), and its reset;
+//! - `permit.rs`: where a check recorded its call, and the refund that removes it again.
 //!
 //! A check's trip: [`Checking`] is polled; on its first poll it converts the explicit time,
 //! enters its span and asks `answer.rs` what comes next ([`Next`](answer::Next)): an answer
@@ -22,8 +23,10 @@ mod all;
 mod answer;
 mod future;
 mod inspect;
+mod permit;
 mod remote;
 mod shared;
 
 pub(crate) use self::future::Checking;
+pub(crate) use self::permit::Records;
 pub(crate) use self::shared::Shared;

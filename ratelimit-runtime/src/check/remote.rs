@@ -38,6 +38,7 @@ impl Shared {
             Ok(decision) => Ok(decision),
             Err(error) => self.answer_by_policy(scope, limit, at, error),
         };
+        let result = self.shadowed(scope, limit.key, result);
         telemetry::answered(scope, limit.key, &result, timer);
         result
     }

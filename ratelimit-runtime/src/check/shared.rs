@@ -23,6 +23,9 @@ pub(crate) struct Shared {
     /// The clock every check without an explicit time is checked at; `None`: the wall clock
     /// (in process) or the Redis server's.
     pub(crate) clock: Option<ManualClock>,
+    /// Shadow mode: every limit is a shadow one, whose denials are reported and answered as
+    /// admissions that would have been denied.
+    pub(crate) shadow: bool,
 }
 
 impl Shared {
@@ -33,6 +36,7 @@ impl Shared {
         policy: FailurePolicy,
         fallback: MemoryStore,
         clock: Option<ManualClock>,
+        shadow: bool,
     ) -> Shared {
         Shared {
             health: Health::new(store.parts()),
@@ -41,6 +45,7 @@ impl Shared {
             fallback,
             foreign_key_seen: AtomicBool::new(false),
             clock,
+            shadow,
         }
     }
 

@@ -237,6 +237,22 @@ impl MemoryStore {
         }
     }
 
+    /// Removes a call of `limit.cost` admitted at `at` (µs since the Unix epoch, the time it
+    /// was checked at) from `limit.key`'s log: a refund. Admissions recorded in one
+    /// microsecond are alike, so removing `cost` of those at `at` restores the log as it was
+    /// without the call. An admission that left the log already (its window passed, or the key
+    /// was reset or swept) is not there to remove: nothing happens.
+    pub(crate) fn refund(&self, limit: LimitRef<'_>, at: u64) {
+        let hash = self.hash(limit.key);
+        let mut shard = self.shards[self.shard_index(hash)]
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(log) = shard.find(hash, limit.key) {
+            log.remove(limit.cost, at);
+        }
+    }
+
     /// [`check`](MemoryStore::check) of a call of cost 1 (every check of `Limiter::check` and
     /// the attribute's), its answer in two words (returned in registers; the caller builds the
     /// [`Decision`] where it keeps it).
@@ -626,6 +642,16 @@ impl Log {
         // As a check's denial: the admission at index `count − threshold` of the window.
         let freeing = self.admissions[first + (count - threshold) as usize];
         Decision::denied(threshold, micros(freeing + period - now), reset_after)
+    }
+
+    /// Removes up to `cost` admissions recorded at `at`. The key's expiry times stay: they
+    /// only ever bound it from above, and a sweep finds it empty.
+    fn remove(&mut self, cost: u32, at: u64) {
+        let start = self.admissions.partition_point(|&t| t < at);
+        let end = self.admissions.partition_point(|&t| t <= at);
+        let count = (end - start).min(cost as usize);
+        self.admissions.drain(start..start + count);
+        self.newest = self.admissions.back().copied().unwrap_or(0);
     }
 
     /// Drops the admissions that left the window `(now − period, now]`: an admission at `t`

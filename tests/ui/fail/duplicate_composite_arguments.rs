@@ -20,4 +20,14 @@ async fn label() -> Result<(), RateLimitError> {
     Ok(())
 }
 
+#[rate_limit(period = 60, threshold = 5, count = "ok", count = "errors")]
+async fn count() -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 5, shadow = true, shadow = false)]
+async fn shadow() -> Result<(), RateLimitError> {
+    Ok(())
+}
+
 fn main() {}

@@ -1,0 +1,165 @@
+//! Where a check recorded its call ([`Records`]), and the refund that removes exactly those
+//! entries later, once the call's outcome says it does not count.
+//!
+//! A refund goes where the call was recorded: the in-process store, the in-process fallback of
+//! `FailurePolicy::Local` (a check the policy answered), or the Redis server or cluster slot
+//! that admitted it, by the name the check recorded it under (its members
+//! `<admission>.<j>`). There, as a check, it goes through the part's circuit breaker (an open
+//! one sends nothing), within the timeout, and is handed to the runtime when its caller stops
+//! waiting, so that it still reaches its end and tells the breakers. A refund that cannot
+//! reach its part leaves the entries to expire with their window; the outage is logged once
+//! (warn), as for checks.
+
+use std::sync::Arc;
+
+use super::shared::Shared;
+use crate::error::StoreError;
+use crate::limit::LimitRef;
+use crate::rate::Rate;
+use crate::store::Admission;
+
+/// Where one check recorded its call: one place per store part it was recorded in.
+#[derive(Default, Debug)]
+pub(crate) struct Records {
+    places: Vec<Place>,
+}
+
+/// One place a call was recorded in, and the limits (their indices among the check's) it was
+/// recorded for there.
+#[derive(Debug)]
+pub(crate) struct Place {
+    place: Where,
+    limits: Vec<usize>,
+}
+
+/// A store a call was recorded in.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Where {
+    /// The in-process store, at `at` (µs since the Unix epoch).
+    InProcess { at: u64 },
+    /// The in-process fallback of `FailurePolicy::Local`, at `at`.
+    Fallback { at: u64 },
+    /// A Redis part (the server, or a cluster slot), as `admission`, checked there at `now`.
+    Store { admission: Admission, now: u64 },
+}
+
+impl Records {
+    /// The call recorded at `place` for the limits of `indices` among `limits` (those of cost
+    /// 0 record nothing, and are left out).
+    pub(crate) fn of(
+        place: Where,
+        limits: &[LimitRef<'_>],
+        indices: impl IntoIterator<Item = usize>,
+    ) -> Records {
+        let limits: Vec<usize> = indices
+            .into_iter()
+            .filter(|&i| limits[i].cost > 0)
+            .collect();
+        if limits.is_empty() {
+            return Records::default();
+        }
+        Records {
+            places: vec![Place { place, limits }],
+        }
+    }
+
+    /// Adds `other`'s places.
+    pub(crate) fn extend(&mut self, other: Records) {
+        self.places.extend(other.places);
+    }
+
+    /// The same records, their limits' indices mapped by `index` (a check of one limit among
+    /// several, renumbered as the whole's).
+    pub(crate) fn renumber(&mut self, index: impl Fn(usize) -> usize) {
+        for place in &mut self.places {
+            for limit in &mut place.limits {
+                *limit = index(*limit);
+            }
+        }
+    }
+
+    /// `true` when nothing was recorded.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.places.is_empty()
+    }
+}
+
+/// A limit a refund owns, so that its call can outlive its caller.
+type Owned = (String, Rate, u32);
+
+impl Shared {
+    /// Removes the call `records` names from each limit `refunded` says (by its index among
+    /// `limits`, the check's), in every place it was recorded in, the places at once. Each
+    /// Redis place is one script (`refund.lua`), through its part's breaker and within the
+    /// timeout; the in-process places are updated at once.
+    ///
+    /// # Errors
+    ///
+    /// The first place that could not be reached (its breaker open, down, slow, or outside a
+    /// runtime): its entries stay until their window ends. The other places are refunded all
+    /// the same.
+    pub(crate) async fn refund_records(
+        self: &Arc<Self>,
+        limits: &[LimitRef<'_>],
+        records: Records,
+        refunded: impl Fn(usize) -> bool,
+    ) -> Result<(), StoreError> {
+        let mut calls = Vec::new();
+        for Place {
+            place,
+            limits: indices,
+        } in records.places
+        {
+            let chosen: Vec<LimitRef<'_>> = indices
+                .into_iter()
+                .filter(|&i| refunded(i))
+                .map(|i| limits[i])
+                .collect();
+            if chosen.is_empty() {
+                continue;
+            }
+            match place {
+                Where::InProcess { at } => {
+                    if let crate::store::Access::InProcess(store) = self.store.access() {
+                        chosen.iter().for_each(|&limit| store.refund(limit, at));
+                    }
+                }
+                Where::Fallback { at } => {
+                    chosen
+                        .iter()
+                        .for_each(|&limit| self.fallback.refund(limit, at));
+                }
+                Where::Store { admission, now } => {
+                    let owned: Vec<Owned> = chosen
+                        .iter()
+                        .map(|limit| (limit.key.to_owned(), limit.rate, limit.cost))
+                        .collect();
+                    let key = chosen[0].key;
+                    calls.push(self.remote_op(key, move |shared| async move {
+                        let limits: Vec<LimitRef<'_>> = owned
+                            .iter()
+                            .map(|(key, rate, cost)| LimitRef {
+                                key,
+                                rate: *rate,
+                                cost: *cost,
+                            })
+                            .collect();
+                        shared
+                            .store
+                            .refund(&limits, &admission, now)
+                            .await
+                            .map(drop)
+                    }));
+                }
+            }
+        }
+        let outcomes = futures_util::future::join_all(calls).await;
+        match outcomes.into_iter().find_map(Result::err) {
+            Some(error) => {
+                tracing::debug!(%error, "a refund could not reach the store: its entries expire with their window");
+                Err(error)
+            }
+            None => Ok(()),
+        }
+    }
+}

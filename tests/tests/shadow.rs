@@ -1,0 +1,146 @@
+//! Shadow mode: a shadow limit is checked and recorded as any other, never denies, records
+//! nothing when it would deny, and says so (`Decision::would_deny`); a limiter in shadow mode
+//! makes every limit a shadow one. On every store (in process, a real `redis-server`). The
+//! counts of would-be denials are in `metrics.rs`.
+//!
+//! Timing: every window is an hour, far longer than a test runs.
+
+use std::time::Duration;
+
+use ratelimit_runtime::{Limit, Limiter, Rate, RateLimitError, rate_limit};
+use redis::AsyncCommands as _;
+use tests::{TestRedis, connected, unique_prefix};
+
+const HOUR: Duration = Duration::from_secs(3_600);
+
+async fn count(limiter: &Limiter, key: &str, rate: Rate) -> u64 {
+    let decision = limiter.peek(key, rate).await.expect("a look");
+    rate.threshold() - decision.remaining
+}
+
+/// A limiter in shadow mode: every check is admitted; those a limit would deny say so and
+/// record nothing; a check of several limits checks each on its own; a cost that can never
+/// fit is a would-be denial, not an error.
+async fn shadow_mode(limiter: &Limiter) {
+    assert!(limiter.is_shadow());
+    let rate = Rate::new(2, HOUR).expect("a rate");
+    let mut would_deny = 0;
+    for _ in 0..5 {
+        let decision = limiter.check("k", rate).await.expect("a check");
+        assert!(decision.allowed, "{decision:?}");
+        if decision.would_deny() {
+            would_deny += 1;
+            assert_eq!(decision.remaining, 0);
+            assert!(decision.retry_after.is_some(), "what the denial would say");
+        }
+    }
+    assert_eq!(would_deny, 3);
+    assert_eq!(
+        count(limiter, "k", rate).await,
+        2,
+        "would-be denials record nothing"
+    );
+
+    // Several limits: the full one would deny, the other still records the call.
+    let small = Rate::new(1, HOUR).expect("a rate");
+    let decisions = limiter
+        .check_all([Limit::new("a", small), Limit::new("b", rate)])
+        .await
+        .expect("a check");
+    assert!(decisions.allowed && !decisions.would_deny());
+    let decisions = limiter
+        .check_all([Limit::new("a", small), Limit::new("b", rate)])
+        .await
+        .expect("a check");
+    assert!(decisions.allowed);
+    let each: Vec<bool> = decisions.iter().map(|d| d.would_deny()).collect();
+    assert_eq!(each, [true, false]);
+    assert_eq!(count(limiter, "a", small).await, 1);
+    assert_eq!(count(limiter, "b", rate).await, 2);
+
+    // A cost above the threshold: a would-be denial of one period.
+    let decision = limiter.check_n("c", rate, 3).await.expect("not an error");
+    assert!(decision.allowed && decision.would_deny(), "{decision:?}");
+    assert_eq!(decision.retry_after, Some(HOUR));
+    assert_eq!(count(limiter, "c", rate).await, 0);
+}
+
+#[tokio::test]
+async fn shadow_mode_in_process() {
+    let limiter = Limiter::builder()
+        .shadow(true)
+        .build()
+        .await
+        .expect("a limiter");
+    shadow_mode(&limiter).await;
+}
+
+#[tokio::test]
+async fn shadow_mode_on_redis() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("shadow");
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(&prefix)
+        .failure_policy(ratelimit_runtime::FailurePolicy::Closed)
+        .timeout(Duration::from_secs(10))
+        .shadow(true)
+        .build()
+        .await
+        .expect("a limiter");
+    connected(&limiter, "canary").await;
+    shadow_mode(&limiter).await;
+    let mut connection = redis.connection().await;
+    let members: u64 = connection.zcard(format!("{prefix}k")).await.unwrap();
+    assert_eq!(members, 2);
+    redis.clean_up(&prefix).await;
+}
+
+// A shadow limit beside an enforced one: the enforced one alone decides, and `d` holds its
+// decision only.
+#[rate_limit(period = 3600, threshold = 3, key = user, name = "shadow.enforced", limiter = limiter, decision = d)]
+#[rate_limit(period = 3600, threshold = 1, key = user, name = "shadow.tried", shadow = true, limiter = limiter)]
+async fn search(limiter: &Limiter, user: &str) -> Result<(u64, usize), RateLimitError> {
+    Ok((d.remaining, d.len()))
+}
+
+// A shadow limit alone never denies, and its `d` is empty.
+#[rate_limit(period = 3600, threshold = 1, key = user, name = "shadow.alone", shadow = true, cost = cost, limiter = limiter, decision = d)]
+async fn alone(limiter: &Limiter, user: &str, cost: u32) -> Result<bool, RateLimitError> {
+    Ok(d.is_empty())
+}
+
+async fn shadow_limits_of_the_attribute(limiter: &Limiter) {
+    let tried = Rate::new(1, HOUR).expect("a rate");
+    let enforced = Rate::new(3, HOUR).expect("a rate");
+    let keys = ["#shadow.enforced:{u}:1h", "#shadow.tried:{u}:1h"];
+    assert_eq!(search(limiter, "u").await.expect("admitted"), (2, 1));
+    assert_eq!(search(limiter, "u").await.expect("admitted"), (1, 1));
+    assert_eq!(search(limiter, "u").await.expect("admitted"), (0, 1));
+    assert!(search(limiter, "u").await.unwrap_err().is_denied());
+    assert_eq!(count(limiter, keys[0], enforced).await, 3);
+    assert_eq!(
+        count(limiter, keys[1], tried).await,
+        1,
+        "it admitted one call only"
+    );
+    // A cost that can never fit (2 of 1): a would-be denial, the call runs.
+    for _ in 0..3 {
+        assert!(alone(limiter, "u", 2).await.expect("never denied"));
+    }
+}
+
+#[tokio::test]
+async fn shadow_limits_of_the_attribute_in_process() {
+    shadow_limits_of_the_attribute(&Limiter::memory()).await;
+}
+
+#[tokio::test]
+async fn shadow_limits_of_the_attribute_on_redis() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("shadow-attribute");
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
+    connected(&limiter, "canary").await;
+    shadow_limits_of_the_attribute(&limiter).await;
+    redis.clean_up(&prefix).await;
+}
