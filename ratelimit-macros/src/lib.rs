@@ -203,6 +203,32 @@ use proc_macro::TokenStream;
 /// `ManualClock` the wait moves that clock instead of sleeping (see
 /// `ratelimit_runtime::testing`). `Limiter::until_ready` documents the rest.
 ///
+/// # `count` and `count_if`
+///
+/// Optional: which calls count, by the body's outcome. `count = "all"` (the default),
+/// `"errors"` (only calls whose body returns `Err`: failed logins) or `"ok"` (only those
+/// returning `Ok`: a caller is not charged for our failures); `count_if = |r: &Result<T, E>|
+/// ..` for any other rule (an axum login that answers `Ok((StatusCode::UNAUTHORIZED, ..))`).
+/// The check before the body is unchanged: the call is recorded up front as a reservation (so
+/// the limit stays exact under racing callers), and once the body returned it is refunded
+/// from each limit under which it does not count (its own entries removed), before the
+/// function returns, within the limiter's timeout. The body runs in an `async` block of its
+/// own, so that its `return` and `?` end it as before. A body that panics, or a future
+/// dropped before its body finished, keeps its reservation; a refund that cannot reach the
+/// store leaves its entries to expire with their window (the outage is logged once). Not
+/// with `wait` (a compile error for now: in-flight reservations would make a waiter sleep for
+/// a whole period while refunds free the slots in milliseconds). `Limiter::check_permit` is
+/// the same by hand.
+///
+/// # `shadow`
+///
+/// Optional: `shadow = true` makes the limit a shadow one, to try it on real traffic without
+/// denying anyone. It is checked once the enforced limits admitted the call, on its own: it
+/// records the call when it admits it, and when it would deny it records nothing and the call
+/// goes on; each would-be denial is a debug event (scope and key) and, with the `metrics`
+/// feature, counts in `ratelimit_shadow_denied_total`. A shadow limit stays out of
+/// `decision` and the HTTP fields, never waits and never fails a call.
+///
 /// # Stacked limits
 ///
 /// Several `#[rate_limit]`s on one function are one check: a call is admitted only if every

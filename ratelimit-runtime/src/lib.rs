@@ -72,7 +72,9 @@
 //! - a warn event once when the store becomes unavailable (and once for a key holding a value
 //!   the script cannot use), an info event when it answers again (with the outage's length and
 //!   the number of checks the policy answered), and a debug event (with the key)
-//!   for each check the failure policy answered.
+//!   for each check the failure policy answered;
+//! - a debug event (`scope`, `key`) for each call a shadow limit would have denied, and one for
+//!   a refund that could not reach the store (its outage is logged as any other).
 //!
 //! Keys may hold user identifiers (user ids, IP addresses, API keys): they appear only in
 //! debug and trace events, never in spans, events above debug, error messages or metrics.
@@ -84,6 +86,7 @@
 //! | --- | --- | --- |
 //! | `ratelimit_admitted_total` | counter | admitted checks (by the store, or by the failure policy) |
 //! | `ratelimit_denied_total` | counter | denied checks (by the store, or by `FailurePolicy::Local`'s fallback) |
+//! | `ratelimit_shadow_denied_total` | counter | calls a shadow limit would have denied, which went on (see [`LimiterBuilder::shadow`]; each also counts as admitted) |
 //! | `ratelimit_policy_answered_total` | counter | checks the store could not answer, answered by the [`FailurePolicy`] (a `Closed` answer is an error: it counts here only) |
 //! | `ratelimit_check_duration_seconds` | histogram | how long each check took, the store's round trip included |
 //!

@@ -1,0 +1,128 @@
+// The expansion of the fixture beside this file, pretty-printed; regenerate with
+// `RATELIMIT_BLESS=1 cargo test -p ratelimit-macros snapshots` and review the diff.
+
+async fn login(ip: &str, password: &str) -> Result<Session, AppError> {
+    let __ratelimit = {
+        fn __ratelimit() {}
+        let __ratelimit: &'static ::core::primitive::str = {
+            static __RATELIMIT_SCOPE: ::ratelimit_runtime::__private::Scope = ::ratelimit_runtime::__private::Scope::new();
+            __RATELIMIT_SCOPE.of(&__ratelimit)
+        };
+        let mut __ratelimit = ::ratelimit_runtime::__private::Stack::new(
+            __ratelimit,
+            ::ratelimit_runtime::__private::Layout::Stacked,
+            3,
+        );
+        __ratelimit
+            .keyed(
+                ::ratelimit_runtime::__private::LimitSpec {
+                    name: ::core::option::Option::None,
+                    position: ::core::option::Option::Some({
+                        static __RATELIMIT_POSITION: ::ratelimit_runtime::__private::Position = ::ratelimit_runtime::__private::Position::new(
+                            1,
+                        );
+                        &__RATELIMIT_POSITION
+                    }),
+                    rate: const {
+                        ::ratelimit_runtime::Rate::new_const(
+                            5,
+                            ::ratelimit_runtime::__private::Duration::from_micros(
+                                1000000,
+                            ),
+                        )
+                    },
+                    rate_chosen_per_call: false,
+                    cost: 1,
+                    label: ::core::option::Option::None,
+                    shadow: false,
+                    index: 0,
+                },
+                &(ip),
+            );
+        __ratelimit
+            .keyed(
+                ::ratelimit_runtime::__private::LimitSpec {
+                    name: ::core::option::Option::None,
+                    position: ::core::option::Option::Some({
+                        static __RATELIMIT_POSITION: ::ratelimit_runtime::__private::Position = ::ratelimit_runtime::__private::Position::new(
+                            2,
+                        );
+                        &__RATELIMIT_POSITION
+                    }),
+                    rate: const {
+                        ::ratelimit_runtime::Rate::new_const(
+                            5,
+                            ::ratelimit_runtime::__private::Duration::from_micros(
+                                900000000,
+                            ),
+                        )
+                    },
+                    rate_chosen_per_call: false,
+                    cost: 1,
+                    label: ::core::option::Option::None,
+                    shadow: false,
+                    index: 1,
+                },
+                &(ip),
+            );
+        __ratelimit
+            .keyed(
+                ::ratelimit_runtime::__private::LimitSpec {
+                    name: ::core::option::Option::None,
+                    position: ::core::option::Option::Some({
+                        static __RATELIMIT_POSITION: ::ratelimit_runtime::__private::Position = ::ratelimit_runtime::__private::Position::new(
+                            3,
+                        );
+                        &__RATELIMIT_POSITION
+                    }),
+                    rate: const {
+                        ::ratelimit_runtime::Rate::new_const(
+                            50,
+                            ::ratelimit_runtime::__private::Duration::from_micros(
+                                3600000000,
+                            ),
+                        )
+                    },
+                    rate_chosen_per_call: false,
+                    cost: 1,
+                    label: ::core::option::Option::None,
+                    shadow: true,
+                    index: 2,
+                },
+                &(ip),
+            );
+        match ::ratelimit_runtime::__private::admit_stack(
+                ::ratelimit_runtime::__private::global(),
+                __ratelimit,
+            )
+            .await
+        {
+            ::core::result::Result::Ok(__ratelimit) => __ratelimit,
+            ::core::result::Result::Err(__ratelimit) => {
+                return ::ratelimit_runtime::__private::denied(__ratelimit);
+            }
+        }
+    };
+    let d: &::ratelimit_runtime::Decisions = __ratelimit.decisions();
+    let __ratelimit_outcome = async {
+        if password.is_empty() {
+            return Err(AppError::Empty);
+        }
+        let session = open(ip, password).await?;
+        Ok(session)
+    }
+        .await;
+    __ratelimit
+        .settle(|__ratelimit_index: ::core::primitive::usize| match __ratelimit_index {
+            1 => !::ratelimit_runtime::__private::is_ok(&__ratelimit_outcome),
+            2 => {
+                ::ratelimit_runtime::__private::counts_if(
+                    &__ratelimit_outcome,
+                    |r: &Result<Session, AppError>| r.is_ok(),
+                )
+            }
+            _ => true,
+        })
+        .await;
+    __ratelimit_outcome
+}
