@@ -108,6 +108,7 @@ mod decisions;
 mod error;
 pub mod headers;
 mod key;
+mod layout;
 mod limit;
 mod policy;
 mod rate;

@@ -321,6 +321,42 @@ impl Limiter {
         self.shared.reset(key)
     }
 
+    /// Forgets the attribute's logs of `scope` for the caller `key`: every limit of a
+    /// function (stacked or not, every period of a `rate = expr`) or of a `name`, so that a
+    /// support desk unblocks a customer by what it can name. `scope` is the attribute's
+    /// `name`, or the function's path (its default scope, as a denial's
+    /// [`Denied::scope`](crate::Denied::scope) names it without its `#<position>`); `key` the
+    /// `key` argument's value as `Display` writes it, `None` for limits without a key.
+    ///
+    /// It forgets, before the key prefix: `<scope>` or `<scope>:<key>`, each also with a
+    /// `:<window>` after it (`rate = expr`), and the stacked forms `#<scope>:{<key>}:<window>`,
+    /// `#<scope>#<position>:{<key>}:<window>`, `#{<scope>}:<window>` and
+    /// `#{<scope>}#<position>:<window>` (a `{` or `}` of the scope written `(` or `)`), where
+    /// a window is digits and a unit (`us`, `ms`, `s`, `m`, `h`, `d`). Keys of the plain form
+    /// are ambiguous where a key value itself ends in `:<window>` (`42:1h`): resetting the
+    /// key `42` also forgets the one attribute's log of the key `42:1h`, if any. The
+    /// in-process fallback of [`FailurePolicy::Local`] forgets the same. Returns how many
+    /// keys the store forgot.
+    ///
+    /// In process it is one pass over the store's keys. On Redis it is `SCAN ... MATCH` over
+    /// the whole keyspace (every master of a cluster), 1,000 keys per round trip, each within
+    /// the timeout, then `UNLINK` of each key found: a support desk's tool, not a hot path.
+    /// It does not go through the circuit breakers, and a call in flight may still record
+    /// after it. For one key by its exact name, [`reset`](Limiter::reset).
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when the store could not be reached, or a round trip
+    /// failed or timed out (what was forgotten before it stays forgotten), whatever the
+    /// failure policy.
+    pub fn reset_scope<'a>(
+        &'a self,
+        scope: &'a str,
+        key: Option<&'a str>,
+    ) -> impl Future<Output = Result<u64, RateLimitError>> + Send + 'a {
+        self.shared.reset_scope(scope, key)
+    }
+
     /// Checks several limits of one call together, now: the call is admitted iff every limit
     /// admits it (each with its key, rate and cost: see [`Limit`]), and then recorded in each;
     /// denied by any, it is recorded in none. The answer, [`Decisions`], derefs to the

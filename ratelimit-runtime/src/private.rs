@@ -11,6 +11,7 @@ use crate::decision::Decision;
 use crate::decisions::{Decisions, MAX_WINDOW_LEN, write_window};
 use crate::error::{Denied, RateLimitError};
 use crate::key::{Key, unscoped};
+use crate::layout::push_untagged;
 use crate::limit::{Limit, LimitRef};
 use crate::limiter::Limiter;
 use crate::rate::Rate;
@@ -502,18 +503,6 @@ impl Stack {
             label,
             shadow: spec.shadow,
             index: spec.index,
-        });
-    }
-}
-
-/// `text` with its braces written as parentheses: before a key's hash tag, a `{` (a closure's
-/// `{{closure}}` in a function's path) would make Redis Cluster take another tag.
-fn push_untagged(out: &mut String, text: &str) {
-    for c in text.chars() {
-        out.push(match c {
-            '{' => '(',
-            '}' => ')',
-            c => c,
         });
     }
 }

@@ -275,3 +275,100 @@ async fn on_a_manual_clock() {
     let free = limiter.peek("k", rate()).await.expect("a peek");
     assert_eq!(free, Decision::admitted(3, 3, Duration::ZERO));
 }
+
+// Every form of the layout under one scope: one attribute with a rate chosen per call, stacked
+// limits with a key, stacked limits without one, and a `name`.
+#[rate_limit(rate = rate, key = user, limiter = limiter)]
+async fn tiered(limiter: &Limiter, user: &str, rate: Rate) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 1, limiter = limiter)]
+#[rate_limit(period = "1d", threshold = 10, limiter = limiter)]
+async fn keyless(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 1, key = user, name = "inspect.named", limiter = limiter)]
+#[rate_limit(period = "1d", threshold = 10, key = user, name = "inspect.named.daily", limiter = limiter)]
+async fn named(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// On any store: a reset by scope and key unblocks that caller in every limit of the scope,
+/// whatever the form of its logs, and leaves other callers and scopes alone.
+async fn resets_by_scope(limiter: &Limiter) {
+    let hour = Rate::new(1, Duration::from_secs(3_600)).expect("a rate");
+    let day = Rate::new(1, Duration::from_secs(86_400)).expect("a rate");
+    for user in ["carol", "dave"] {
+        assert!(search(limiter, user).await.is_ok());
+        assert!(search(limiter, user).await.is_err());
+        assert!(tiered(limiter, user, hour).await.is_ok());
+        assert!(tiered(limiter, user, day).await.is_ok());
+        assert!(tiered(limiter, user, day).await.is_err());
+        assert!(named(limiter, user).await.is_ok());
+        assert!(named(limiter, user).await.is_err());
+    }
+    assert!(keyless(limiter).await.is_ok());
+    assert!(keyless(limiter).await.is_err());
+
+    let forgot = limiter
+        .reset_scope("inspect::search", Some("carol"))
+        .await
+        .expect("a reset");
+    assert_eq!(forgot, 2, "both stacked limits' logs");
+    assert!(search(limiter, "carol").await.is_ok(), "unblocked");
+    assert!(search(limiter, "dave").await.is_err(), "another caller");
+    let forgot = limiter
+        .reset_scope("inspect::tiered", Some("carol"))
+        .await
+        .expect("a reset");
+    assert_eq!(forgot, 2, "the log of each period");
+    assert!(tiered(limiter, "carol", day).await.is_ok());
+    assert!(tiered(limiter, "dave", day).await.is_err());
+    // A name resets its own limit only; the other name is another scope.
+    limiter
+        .reset_scope("inspect.named", Some("carol"))
+        .await
+        .expect("a reset");
+    let daily = limiter
+        .peek("#inspect.named.daily:{carol}:1d", day)
+        .await
+        .expect("a peek");
+    assert!(!daily.allowed, "the other name kept its count");
+    assert!(named(limiter, "dave").await.is_err());
+    // Without a key.
+    let forgot = limiter
+        .reset_scope("inspect::keyless", None)
+        .await
+        .expect("a reset");
+    assert_eq!(forgot, 2);
+    assert!(keyless(limiter).await.is_ok());
+    // Nothing to forget: not an error.
+    let forgot = limiter
+        .reset_scope("inspect::nothing", Some("*"))
+        .await
+        .expect("a reset");
+    assert_eq!(forgot, 0);
+}
+
+#[tokio::test]
+async fn resets_by_scope_in_process() {
+    resets_by_scope(&Limiter::memory()).await;
+}
+
+#[tokio::test]
+async fn resets_by_scope_on_redis_and_in_a_cluster() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("reset-scope");
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
+    connected(&limiter, "canary").await;
+    resets_by_scope(&limiter).await;
+    redis.clean_up(&prefix).await;
+
+    let cluster = TestCluster::start(3);
+    let prefix = unique_prefix("reset-scope-cluster");
+    let limiter = tests::closed_cluster_limiter(cluster.urls(), &prefix).await;
+    connected(&limiter, "canary").await;
+    resets_by_scope(&limiter).await;
+}

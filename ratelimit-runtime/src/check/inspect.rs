@@ -11,6 +11,7 @@ use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
 use crate::health::Route;
+use crate::layout::ScopeKeys;
 use crate::limit::LimitRef;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
@@ -72,6 +73,27 @@ impl Shared {
         })
         .await
         .map_err(RateLimitError::Unavailable)
+    }
+
+    /// Forgets every log of `scope` and `key` as the attribute lays them out (see
+    /// [`ScopeKeys`]), in the store and in the in-process fallback (cleared even when the
+    /// store cannot be reached). Returns how many keys the store forgot.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when the store could not be reached, or a round trip
+    /// failed or timed out (the logs forgotten before it stay forgotten).
+    pub(crate) async fn reset_scope(
+        &self,
+        scope: &str,
+        key: Option<&str>,
+    ) -> Result<u64, RateLimitError> {
+        let keys = ScopeKeys::new(scope, key);
+        self.fallback.remove_where(|stored| keys.matches(stored));
+        self.store
+            .reset_scope(&keys)
+            .await
+            .map_err(RateLimitError::Unavailable)
     }
 
     /// Runs `op` on the store for `key`, as a check's remote leg runs: through the key's

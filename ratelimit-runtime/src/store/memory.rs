@@ -225,6 +225,18 @@ impl MemoryStore {
         }
     }
 
+    /// Forgets every key `forget` accepts; returns how many.
+    pub(crate) fn remove_where(&self, forget: impl Fn(&str) -> bool) -> usize {
+        let mut removed = 0;
+        for shard in &self.shards {
+            let mut shard = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let before = shard.logs.len();
+            shard.logs.retain(|entry| !forget(&entry.key));
+            removed += before - shard.logs.len();
+        }
+        removed
+    }
+
     /// Forgets `key`: its log, every admission of every rate that shares it.
     pub(crate) fn remove(&self, key: &str) {
         let hash = self.hash(key);

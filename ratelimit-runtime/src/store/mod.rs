@@ -73,6 +73,7 @@ pub(crate) use self::redis::Admission;
 use self::redis::RedisStore;
 use crate::decision::Decision;
 use crate::error::StoreError;
+use crate::layout::ScopeKeys;
 use crate::limit::{LimitRef, LimitsAnswer};
 
 /// Where a limiter keeps its logs.
@@ -159,6 +160,20 @@ impl Store {
                 Ok(())
             }
             Store::Redis(store) => store.reset(key).await,
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
+    /// Forgets every log of `keys`' scope and key: see [`MemoryStore::remove_where`] and
+    /// [`RedisStore::reset_scope`]. Returns how many keys were forgotten.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Store::check).
+    pub(crate) async fn reset_scope(&self, keys: &ScopeKeys<'_>) -> Result<u64, StoreError> {
+        match self {
+            Store::Memory(store) => Ok(store.remove_where(|stored| keys.matches(stored)) as u64),
+            Store::Redis(store) => store.reset_scope(keys).await,
             Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
         }
     }

@@ -6,10 +6,12 @@
 //! - `target.rs`: the server or cluster, its client and connections;
 //! - `script.rs`: the script and one check's exchange with Redis (`sliding_window.lua`);
 //! - `member.rs`: the unique members that name admissions;
-//! - `slot.rs`: cluster hash slots.
+//! - `slot.rs`: cluster hash slots;
+//! - `scan.rs`: a reset by scope, its keys found with `SCAN`.
 
 mod config;
 mod member;
+mod scan;
 mod script;
 mod slot;
 mod target;
@@ -26,6 +28,7 @@ use self::script::Call;
 use self::target::{Connection, Target};
 use crate::decision::Decision;
 use crate::error::StoreError;
+use crate::layout::ScopeKeys;
 use crate::limit::{LimitRef, LimitsAnswer};
 use crate::runtime::{Runtime, RuntimeId, timeout};
 
@@ -235,6 +238,35 @@ impl RedisStore {
                 format!("expected 1 integer, got {}", other.len()).into(),
             )),
         }
+    }
+
+    /// Forgets every log of `keys`' scope and key (see [`ScopeKeys`]): `SCAN` on the server or
+    /// on every master, then `UNLINK` of the keys found, each round trip within the timeout.
+    /// Returns how many keys were deleted.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check), for any round trip; the keys deleted before it stay
+    /// deleted.
+    pub(crate) async fn reset_scope(&self, keys: &ScopeKeys<'_>) -> Result<u64, StoreError> {
+        let Some(runtime) = Runtime::current() else {
+            return Err(StoreError::NoRuntime);
+        };
+        let mut connection = match timeout(self.timeout, self.connection(&runtime)).await {
+            Ok(connection) => connection?,
+            Err(_elapsed) => return Err(StoreError::Timeout(self.timeout)),
+        };
+        let plain = keys.plain();
+        let patterns = keys.patterns();
+        scan::delete_matching(
+            &mut connection,
+            &self.prefix,
+            &plain,
+            &patterns,
+            |stored| keys.matches(stored),
+            self.timeout,
+        )
+        .await
     }
 
     /// Runs `call` within the store's timeout, connecting first if need be; a connection that

@@ -126,6 +126,32 @@ impl Connection {
         }
     }
 
+    /// `true` for a cluster's connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Connection::Cluster(_))
+    }
+
+    /// Sends `command` (routed, in a cluster, to its key's node) and returns its reply as it
+    /// came.
+    pub(crate) async fn query_value(&mut self, command: &Cmd) -> RedisResult<redis::Value> {
+        match self {
+            Connection::Single(connection) => command.query_async(connection).await,
+            Connection::Cluster(connection) => command.query_async(&mut **connection).await,
+        }
+    }
+
+    /// Sends `command` to the node `routing` names in a cluster, to the server otherwise.
+    pub(crate) async fn route_value(
+        &mut self,
+        command: Cmd,
+        routing: redis::cluster_routing::RoutingInfo,
+    ) -> RedisResult<redis::Value> {
+        match self {
+            Connection::Single(connection) => command.query_async(connection).await,
+            Connection::Cluster(connection) => connection.route_command(command, routing).await,
+        }
+    }
+
     /// In a cluster, the slot ranges of the master that owns `slot`, from `CLUSTER SLOTS`
     /// asked of any node; `None` for a single server or when no node tells.
     /// Each node asked gets `timeout` to answer.
