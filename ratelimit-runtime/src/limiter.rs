@@ -258,7 +258,10 @@ impl Limiter {
     ///
     /// On Redis it is one script (`peek.lua`) that reads the key's set on its master (it
     /// writes nothing; Redis itself may still drop a key whose TTL ran out when the script
-    /// reads it), through the circuit breakers and within the timeout, handed to the runtime
+    /// reads it). On Redis 7 and later the script is flagged `no-writes` and sent by
+    /// `EVALSHA_RO`, so that a user allowed to read only (ACL `+@read +evalsha_ro +eval_ro`)
+    /// can look; Redis 5 and 6 get it without the flag, by `EVALSHA`. It goes through the
+    /// circuit breakers and within the timeout, handed to the runtime
     /// when its caller stops waiting, as a check is. When the store cannot answer, the failure
     /// policy does: `Open` answers an empty window, `Local` the fallback's log, `Closed` the
     /// error; outside a Tokio runtime a Redis limiter cannot ask, and the policy answers too.

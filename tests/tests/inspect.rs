@@ -372,3 +372,51 @@ async fn resets_by_scope_on_redis_and_in_a_cluster() {
     connected(&limiter, "canary").await;
     resets_by_scope(&limiter).await;
 }
+
+/// The look's script is flagged `no-writes` and sent by `EVALSHA_RO` (Redis 7 and later): a
+/// user allowed to read only (and those commands) can look, and not check.
+#[tokio::test]
+async fn a_user_allowed_to_read_only_can_look() {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("peek-reader");
+    let writer = tests::closed_redis_limiter(redis.url(), &prefix).await;
+    connected(&writer, "canary").await;
+    check(&writer, "k", T0).await;
+    let mut connection = redis.connection().await;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let major: u32 = info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .and_then(|v| v.split('.').next()?.parse().ok())
+        .expect("a version");
+    if major < 7 {
+        eprintln!("skipped: Redis {major} has no read-only scripts");
+        return;
+    }
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "reader", "on", ">secret", "~*", "resetchannels"])
+        .arg(&["+@read", "+@connection", "+evalsha_ro", "+eval_ro", "+time"])
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let url = redis
+        .url()
+        .replacen("redis://", "redis://reader:secret@", 1);
+    let reader = tests::closed_redis_limiter(&url, &prefix).await;
+    let look = peek(&reader, "k", T0 + SECOND).await;
+    assert_eq!(look, Decision::admitted(3, 2, Duration::from_secs(59)));
+    let now = reader
+        .peek("k", rate())
+        .await
+        .expect("a look on the server's clock");
+    assert!(now.allowed);
+    let err = reader
+        .check_at("k", rate(), at_micros(T0 + SECOND))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("rate limit store"), "{err}");
+}

@@ -48,6 +48,8 @@ pub(crate) struct RedisStore {
     members: MemberSource,
     /// Set while a cluster's slot map is being asked for (one lookup at a time).
     looking_up: AtomicBool,
+    /// Set once the server refused the `no-writes` flag of the look's script (Redis 5, 6).
+    peek_without_flags: AtomicBool,
 }
 
 impl RedisStore {
@@ -93,6 +95,7 @@ impl RedisStore {
             connecting: tokio::sync::Mutex::new(()),
             members: MemberSource::new(),
             looking_up: AtomicBool::new(false),
+            peek_without_flags: AtomicBool::new(false),
         }
     }
 
@@ -218,8 +221,17 @@ impl RedisStore {
         limit: LimitRef<'_>,
         at: Option<u64>,
     ) -> Result<Decision, StoreError> {
-        let reply = self.exchange(Call::Peek { limit, at }).await?;
-        script::decode_peek(&reply, limit.rate.threshold())
+        let flagged = !self.peek_without_flags.load(Ordering::Relaxed);
+        let mut reply = self.exchange(Call::Peek { limit, at, flagged }).await;
+        if flagged
+            && matches!(&reply, Err(StoreError::Redis(error)) if script::is_flags_refused(error))
+        {
+            // Redis 5 or 6: the look without its flag, from now on.
+            self.peek_without_flags.store(true, Ordering::Relaxed);
+            let flagged = false;
+            reply = self.exchange(Call::Peek { limit, at, flagged }).await;
+        }
+        script::decode_peek(&reply?, limit.rate.threshold())
     }
 
     /// Deletes `key`'s sorted set (`reset.lua`), within the timeout.

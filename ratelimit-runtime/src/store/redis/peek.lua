@@ -13,9 +13,11 @@
 --
 -- Entries older than the window are still in the set (only a check evicts): the window's
 -- first admission is at rank ZCARD - count, so the one whose leaving lets a call in is at
--- rank ZCARD - threshold. Numbers go to redis.call as text, as in sliding_window.lua. Not
--- flagged no-writes (a flag Redis 5 and 6 cannot parse): it runs where checks run, on the
--- key's master.
+-- rank ZCARD - threshold. Numbers go to redis.call as text, as in sliding_window.lua. Sent
+-- with the line `#!lua flags=no-writes` before it, by EVALSHA_RO (script.rs), to Redis 7 and
+-- later, so that a user allowed to read only (and EVALSHA_RO, EVAL_RO) can look; Redis 5 and
+-- 6, which know neither, get it without, by EVALSHA. It runs where checks run, on the key's
+-- master.
 
 local key = KEYS[1]
 local period = tonumber(ARGV[1])

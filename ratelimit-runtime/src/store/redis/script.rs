@@ -45,11 +45,29 @@ static REFUND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(REF
 /// The text of [`REFUND`].
 const REFUND_SOURCE: &str = include_str!("refund.lua");
 
-/// What a check would answer, writing nothing: `peek.lua`.
+/// What a check would answer, writing nothing: `peek.lua`, flagged `no-writes` and sent with
+/// `EVALSHA_RO` / `EVAL_RO` (Redis 7 and later), so that a user allowed to read only (and
+/// those two commands) can look. Redis 5 and 6 know neither the flag nor the commands: they
+/// run [`PEEK`] instead.
+static PEEK_NO_WRITES: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(PEEK_NO_WRITES_SOURCE));
+
+/// The text of [`PEEK_NO_WRITES`].
+const PEEK_NO_WRITES_SOURCE: &str = concat!("#!lua flags=no-writes\n", include_str!("peek.lua"));
+
+/// `peek.lua` without flags, for Redis 5 and 6.
 static PEEK: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PEEK_SOURCE));
 
 /// The text of [`PEEK`].
 const PEEK_SOURCE: &str = include_str!("peek.lua");
+
+/// Whether `error` is a server's refusal of the flagged look: Redis before 7 knows neither
+/// `EVALSHA_RO` nor a script's flags line (`#!lua flags=...`).
+pub(super) fn is_flags_refused(error: &redis::RedisError) -> bool {
+    let text = error.to_string().to_ascii_lowercase();
+    (text.contains("unknown command") && text.contains("_ro"))
+        || (text.contains("error compiling script") && text.contains("'#'"))
+}
 
 /// Forgets a key: `reset.lua`.
 static RESET: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RESET_SOURCE));
@@ -80,10 +98,12 @@ pub(super) enum Call<'a> {
         admission: &'a [u8],
         now: u64,
     },
-    /// A look at one limit's log at `at` (`None`: the server's `TIME`): [`PEEK`].
+    /// A look at one limit's log at `at` (`None`: the server's `TIME`): [`PEEK_NO_WRITES`],
+    /// or [`PEEK`] without `flagged`.
     Peek {
         limit: LimitRef<'a>,
         at: Option<u64>,
+        flagged: bool,
     },
     /// The deletion of `limit`'s key (its rate unused): [`RESET`].
     Reset { limit: LimitRef<'a> },
@@ -95,7 +115,8 @@ impl Call<'_> {
             Call::One { .. } => (&SLIDING_WINDOW, SOURCE),
             Call::Several { .. } => (&SLIDING_WINDOW_LIMITS, LIMITS_SOURCE),
             Call::Refund { .. } => (&REFUND, REFUND_SOURCE),
-            Call::Peek { .. } => (&PEEK, PEEK_SOURCE),
+            Call::Peek { flagged: true, .. } => (&PEEK_NO_WRITES, PEEK_NO_WRITES_SOURCE),
+            Call::Peek { flagged: false, .. } => (&PEEK, PEEK_SOURCE),
             Call::Reset { .. } => (&RESET, RESET_SOURCE),
         }
     }
@@ -114,10 +135,14 @@ const NUMBER: usize = 20;
 /// `check/future.rs` and `runtime::HandOff`).
 fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
     let (script, source) = call.script();
-    let (verb, text) = if eval {
-        ("EVAL", source)
-    } else {
-        ("EVALSHA", script.get_hash())
+    // The flagged look goes by the read-only variants, which a user allowed to read only may
+    // be granted (`+evalsha_ro +eval_ro`).
+    let read_only = matches!(call, Call::Peek { flagged: true, .. });
+    let (verb, text) = match (eval, read_only) {
+        (true, false) => ("EVAL", source),
+        (true, true) => ("EVAL_RO", source),
+        (false, false) => ("EVALSHA", script.get_hash()),
+        (false, true) => ("EVALSHA_RO", script.get_hash()),
     };
     let limits: &[LimitRef<'_>] = match call {
         Call::One { limit, .. } | Call::Peek { limit, .. } | Call::Reset { limit } => {
@@ -176,7 +201,7 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
             }
             return command;
         }
-        Call::Peek { limit, at } => {
+        Call::Peek { limit, at, .. } => {
             command
                 .arg(limit.rate.period_us())
                 .arg(limit.rate.threshold());
