@@ -261,9 +261,19 @@ async fn raced(limiter: &Limiter, key: &str, fail: bool) -> Result<(), AppError>
     }
 }
 
-/// 200 callers through 4 clones of `limiter` on key `key`, each failing iff `fail`: returns
-/// how many were admitted (ran their body).
-async fn race(limiter: &Limiter, key: &str, fail: bool) -> usize {
+#[rate_limit(period = "1h", threshold = 20, key = key, count = "ok", name = "race.ok", limiter = limiter)]
+async fn raced_ok(limiter: &Limiter, key: &str, fail: bool) -> Result<(), AppError> {
+    tokio::task::yield_now().await;
+    if fail {
+        Err(AppError::WrongPassword)
+    } else {
+        Ok(())
+    }
+}
+
+/// 200 callers through clones of `limiter` on key `key`, each failing iff `fail`, under
+/// `count = "ok"` when `ok` (else `"errors"`): returns how many were admitted (ran their body).
+async fn race(limiter: &Limiter, key: &str, fail: bool, ok: bool) -> usize {
     let admitted = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for i in 0..200 {
@@ -272,7 +282,12 @@ async fn race(limiter: &Limiter, key: &str, fail: bool) -> usize {
         let admitted = Arc::clone(&admitted);
         tasks.push(tokio::spawn(async move {
             let _ = i;
-            match raced(&limiter, &key, fail).await {
+            let outcome = if ok {
+                raced_ok(&limiter, &key, fail).await
+            } else {
+                raced(&limiter, &key, fail).await
+            };
+            match outcome {
                 Err(err) if err.is_denied() => {}
                 Err(AppError::WrongPassword) | Ok(()) => {
                     admitted.fetch_add(1, Ordering::Relaxed);
@@ -291,14 +306,20 @@ async fn race(limiter: &Limiter, key: &str, fail: bool) -> usize {
 /// threshold is (reservations in flight may deny some), and the log is empty afterwards.
 async fn racing_callers(limiter: &Limiter, prefix: &str) {
     let rate = Rate::new(20, Duration::from_secs(3_600)).expect("a rate");
-    let all_fail = format!("{prefix}all-fail");
-    assert_eq!(race(limiter, &all_fail, true).await, 20);
-    assert_eq!(count(limiter, &format!("race:{all_fail}"), rate).await, 20);
-    let none_fail = format!("{prefix}none-fail");
-    let admitted = race(limiter, &none_fail, false).await;
-    eprintln!("none counts: {admitted} of 200 admitted");
-    assert!(admitted >= 20, "{admitted}");
-    assert_eq!(count(limiter, &format!("race:{none_fail}"), rate).await, 0);
+    // (scope, whether the calls fail, whether the mode is "ok"), every outcome counting.
+    for (scope, fail, ok) in [("race", true, false), ("race.ok", false, true)] {
+        let key = format!("{prefix}all-count");
+        assert_eq!(race(limiter, &key, fail, ok).await, 20, "{scope}");
+        assert_eq!(count(limiter, &format!("{scope}:{key}"), rate).await, 20);
+    }
+    // No outcome counting.
+    for (scope, fail, ok) in [("race", false, false), ("race.ok", true, true)] {
+        let key = format!("{prefix}none-count");
+        let admitted = race(limiter, &key, fail, ok).await;
+        eprintln!("{scope}, none counts: {admitted} of 200 admitted");
+        assert!(admitted >= 20, "{scope}: {admitted}");
+        assert_eq!(count(limiter, &format!("{scope}:{key}"), rate).await, 0);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,18 +335,13 @@ async fn racing_callers_on_redis_and_in_a_cluster() {
     connected(&limiter, "canary").await;
     racing_callers(&limiter, "").await;
     let mut connection = redis.connection().await;
-    let left: bool = connection
-        .exists(format!("{prefix}race:none-fail"))
-        .await
-        .unwrap();
-    let members: u64 = connection
-        .zcard(format!("{prefix}race:none-fail"))
-        .await
-        .unwrap();
-    assert_eq!(
-        members, 0,
-        "every reservation was refunded (key left: {left})"
-    );
+    for scope in ["race", "race.ok"] {
+        let members: u64 = connection
+            .zcard(format!("{prefix}{scope}:none-count"))
+            .await
+            .unwrap();
+        assert_eq!(members, 0, "{scope}: every reservation was refunded");
+    }
     redis.clean_up(&prefix).await;
 
     let cluster = TestCluster::start(3);
@@ -472,4 +488,57 @@ async fn permits_answered_by_the_policy_are_refunded_where_they_were_recorded() 
     let permit = open.check_permit("k", rate, 1).await.expect("a check");
     assert!(permit.allowed && permit.answered_by_policy());
     permit.refund().await.expect("nothing was recorded");
+}
+
+// The body slows the store down, so that its refund is still on its way when the caller
+// stops waiting.
+#[rate_limit(period = "1h", threshold = 5, key = key, count = "errors", name = "dropped", limiter = limiter)]
+async fn slowed(
+    limiter: &Limiter,
+    key: &str,
+    proxy: &tests::proxy::FaultProxy,
+    ran: &AtomicUsize,
+) -> Result<(), AppError> {
+    proxy.set(tests::proxy::Fault::Delay(Duration::from_secs(1)));
+    ran.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// A future dropped during its refund: the refund is handed to the runtime, and still made.
+#[tokio::test]
+async fn a_refund_whose_caller_stops_waiting_is_still_made() {
+    let redis = TestRedis::start_private();
+    let proxy = tests::proxy::FaultProxy::start(redis.address());
+    let prefix = unique_prefix("refund-dropped");
+    let limiter = tests::closed_redis_limiter(&proxy.url(), &prefix).await;
+    connected(&limiter, "canary").await;
+    let ran = AtomicUsize::new(0);
+    let mut call = Box::pin(slowed(&limiter, "k", &proxy, &ran));
+    // Polled until its body ran; the next poll has started the refund, which waits on the
+    // slowed store (2 s a round trip).
+    loop {
+        tokio::select! {
+            biased;
+            outcome = &mut call => panic!("finished before it was dropped: {outcome:?}"),
+            () = tokio::time::sleep(Duration::from_millis(1)) => {
+                if ran.load(Ordering::SeqCst) == 1 {
+                    break;
+                }
+            }
+        }
+    }
+    drop(call);
+    let mut connection = redis.connection().await;
+    let key = format!("{prefix}dropped:k");
+    let (members, took) = tests::wait_for(
+        "the refund reaches the store",
+        tests::STATE_DEADLINE,
+        async || {
+            let members: u64 = connection.zcard(&key).await.unwrap();
+            (members == 0).then_some(members)
+        },
+    )
+    .await;
+    eprintln!("refunded {took:?} after the drop");
+    assert_eq!(members, 0);
 }
