@@ -726,6 +726,20 @@ const COUNTS: [&str; 3] = ["all", "errors", "ok"];
 
 /// `count = "errors"`: which outcomes count.
 fn count(value: &Expr) -> syn::Result<Count> {
+    if let Expr::Lit(syn::ExprLit {
+        lit: Lit::Int(_), ..
+    }) = value
+    {
+        return Err(error(
+            value,
+            format!(
+                "`count` chooses which calls count by their outcome (`\"all\"`, `\"errors\"` or \
+                 `\"ok\"`); for the number of calls allowed per period, write \
+                 `threshold = {}`",
+                value.to_token_stream()
+            ),
+        ));
+    }
     let Expr::Lit(syn::ExprLit {
         lit: Lit::Str(text),
         ..

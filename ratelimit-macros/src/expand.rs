@@ -359,6 +359,24 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
             Flavor::Async => {
                 let deny = denied.call(&local);
                 let counts = counts(&krate, limits, &quote! { &#outcome });
+                // The block's type, from its first `return` (as `#[async_trait]` does), so that
+                // the body's values coerce to the return type as they did in the function
+                // (`Ok(&self.name)` for a `Result<&str, E>`); not for an `impl Trait`, which
+                // cannot be named there (its body's values need no coercion).
+                let typed = match &sig.output {
+                    syn::ReturnType::Type(_, ty) if !mentions_impl(ty.to_token_stream()) => {
+                        let ret = Ident::new("__ratelimit_return", Span::mixed_site());
+                        quote! {
+                            if let ::core::option::Option::Some(#ret) =
+                                ::core::option::Option::None::<#ty>
+                            {
+                                #[allow(unreachable_code)]
+                                return #ret;
+                            }
+                        }
+                    }
+                    _ => TokenStream::new(),
+                };
                 let decision = limits.decision.as_ref().map(|decision| {
                     quote! { let #decision: &#krate::Decisions = #local.decisions(); }
                 });
@@ -371,7 +389,9 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
                         }
                     };
                     #decision
-                    let #outcome = async #body.await;
+                    // The body in braces of its own within the block: its inner attributes
+                    // (`#![allow(..)]`) stay where rustc takes them.
+                    let #outcome = async { #typed #body }.await;
                     #local.settle(#counts).await;
                     #outcome
                 })
@@ -497,16 +517,45 @@ fn decision_error(limits: &Limits, function: &AsyncFn) -> Option<syn::Error> {
 }
 
 /// The closure that tells, by a limit's index, whether the call counts under it, given the
-/// body's result, borrowed by the expression `outcome`.
+/// body's result, borrowed by the expression `outcome`. A type that is not a `Result` is
+/// reported by `denied` alone (see `__private::Outcome`); `counts_if` is spanned at the
+/// closure, where a parameter of another type is reported.
 fn counts(krate: &TokenStream, limits: &Limits, outcome: &TokenStream) -> TokenStream {
     let index = Ident::new("__ratelimit_index", Span::mixed_site());
+    // `path(outcome)` reported from `from` to `to`: the path's first tokens there, the
+    // argument (its hygiene kept) and the parentheses at `to`.
+    let call = |path: TokenStream, [from, to]: [Span; 2], rest: TokenStream| {
+        let path = respan(path, from);
+        let argument = relocated(outcome.clone(), to);
+        let mut arguments = Group::new(Delimiter::Parenthesis, quote! { #argument #rest });
+        arguments.set_span(to);
+        quote! { #path #arguments }
+    };
+    let is_ok = || {
+        quote! {
+            {
+                use #krate::__private::{OtherOutcome as _, ResultOutcome as _};
+                (&#krate::__private::Outcome(#outcome)).is_ok()
+            }
+        }
+    };
     let arms = limits.limits.iter().enumerate().filter_map(|(i, args)| {
         let i = Literal::usize_unsuffixed(i);
         let counted = match &args.count.as_ref()?.0 {
             Count::All => return None,
-            Count::Errors => quote! { !#krate::__private::is_ok(#outcome) },
-            Count::Ok => quote! { #krate::__private::is_ok(#outcome) },
-            Count::If(closure) => quote! { #krate::__private::counts_if(#outcome, #closure) },
+            Count::Errors => {
+                let is_ok = is_ok();
+                quote! { !#is_ok }
+            }
+            Count::Ok => is_ok(),
+            Count::If(closure) => {
+                let spans = first_and_last_spans(closure.to_token_stream());
+                call(
+                    quote! { #krate::__private::counts_if },
+                    spans,
+                    quote! { , #closure },
+                )
+            }
         };
         Some(quote! { #i => #counted, })
     });
@@ -516,6 +565,33 @@ fn counts(krate: &TokenStream, limits: &Limits, outcome: &TokenStream) -> TokenS
             _ => true,
         }
     }
+}
+
+/// `tokens` located at `span`, each keeping its own hygiene (what its names resolve to).
+fn relocated(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            let located = tree.span().located_at(span);
+            if let proc_macro2::TokenTree::Group(group) = &tree {
+                let mut inner = Group::new(group.delimiter(), relocated(group.stream(), span));
+                inner.set_span(located);
+                tree = proc_macro2::TokenTree::Group(inner);
+            } else {
+                tree.set_span(located);
+            }
+            tree
+        })
+        .collect()
+}
+
+/// Whether `tokens` (a return type) hold `impl`, at any depth.
+fn mentions_impl(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|tree| match tree {
+        proc_macro2::TokenTree::Ident(ident) => ident == "impl",
+        proc_macro2::TokenTree::Group(group) => mentions_impl(group.stream()),
+        _ => false,
+    })
 }
 
 /// One limit's statement in a composite check: its `LimitSpec` pushed on the runtime's

@@ -106,6 +106,25 @@ pub(crate) fn collect(first: Args, attrs: &mut Vec<Attribute>) -> syn::Result<Li
             }
         }
     }
+    // Only shadow limits: nothing is enforced, so nothing waits and no decision is made.
+    if limits.iter().all(|(args, _)| args.shadow) {
+        for (args, _) in &limits {
+            if let Some((_, tokens)) = &args.wait {
+                errors.push(syn::Error::new_spanned(
+                    tokens,
+                    "`wait` has nothing to wait for: a shadow limit never denies, and every \
+                     limit of this function is one; remove `wait`",
+                ));
+            }
+            if let Some(decision) = &args.decision {
+                errors.push(syn::Error::new_spanned(
+                    decision,
+                    "`decision` would always be empty: shadow limits stay out of the \
+                     decisions, and every limit of this function is one; remove `decision`",
+                ));
+            }
+        }
+    }
     let mut decision: Option<Ident> = None;
     for (args, _) in &limits {
         match (&decision, &args.decision) {

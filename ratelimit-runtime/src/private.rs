@@ -273,11 +273,35 @@ impl<T, E> DeniedReturn for Result<T, E> {
     }
 }
 
-/// Whether the body's `result` is `Ok`: `count = "ok"` counts such calls, `count = "errors"`
-/// the others.
-#[must_use]
-pub fn is_ok<R: DeniedReturn>(result: &R) -> bool {
-    result.is_ok()
+/// The body's result, asked whether it is `Ok` (`count = "ok"` counts such calls,
+/// `count = "errors"` the others) by `(&Outcome(&result)).is_ok()`: a `Result`'s answer
+/// ([`ResultOutcome`]), or `true` for any other type ([`OtherOutcome`], found only when the
+/// first does not apply), which `denied` reports at the return type already: one error for
+/// one mistake.
+pub struct Outcome<'a, R>(pub &'a R);
+
+/// [`Outcome`] of a `Result`.
+pub trait ResultOutcome {
+    /// Whether it is `Ok`.
+    fn is_ok(&self) -> bool;
+}
+
+impl<T, E> ResultOutcome for Outcome<'_, Result<T, E>> {
+    fn is_ok(&self) -> bool {
+        self.0.is_ok()
+    }
+}
+
+/// [`Outcome`] of a type that is not a `Result` (a compile error elsewhere).
+pub trait OtherOutcome {
+    /// `true`.
+    fn is_ok(&self) -> bool;
+}
+
+impl<R> OtherOutcome for &Outcome<'_, R> {
+    fn is_ok(&self) -> bool {
+        true
+    }
 }
 
 /// Whether the call whose body returned `result` counts, by the `count_if` closure.

@@ -105,16 +105,31 @@ async fn login(ip: &str, password: &str) -> Result<Session, AppError> {
     };
     let d: &::ratelimit_runtime::Decisions = __ratelimit.decisions();
     let __ratelimit_outcome = async {
-        if password.is_empty() {
-            return Err(AppError::Empty);
+        if let ::core::option::Option::Some(__ratelimit_return) = ::core::option::Option::None::<
+            Result<Session, AppError>,
+        > {
+            #[allow(unreachable_code)] return __ratelimit_return;
         }
-        let session = open(ip, password).await?;
-        Ok(session)
+        {
+            if password.is_empty() {
+                return Err(AppError::Empty);
+            }
+            let session = open(ip, password).await?;
+            Ok(session)
+        }
     }
         .await;
     __ratelimit
         .settle(|__ratelimit_index: ::core::primitive::usize| match __ratelimit_index {
-            1 => !::ratelimit_runtime::__private::is_ok(&__ratelimit_outcome),
+            1 => {
+                !{
+                    use ::ratelimit_runtime::__private::{
+                        OtherOutcome as _, ResultOutcome as _,
+                    };
+                    (&::ratelimit_runtime::__private::Outcome(&__ratelimit_outcome))
+                        .is_ok()
+                }
+            }
             2 => {
                 ::ratelimit_runtime::__private::counts_if(
                     &__ratelimit_outcome,

@@ -62,6 +62,34 @@ async fn stacked(ip: &str) -> Result<u64, AppError> {
     Ok(d.remaining)
 }
 
+// Bodies whose values coerce to the return type, an inner attribute, an untyped closure.
+pub struct Named {
+    name: String,
+}
+
+impl Named {
+    #[rate_limit(period = 60, threshold = 5, count = "errors")]
+    async fn name(&self) -> Result<&str, AppError> {
+        #![allow(clippy::needless_return)]
+        return Ok(&self.name);
+    }
+
+    #[rate_limit(period = 60, threshold = 5, count_if = |r| r.is_err())]
+    async fn boxed(&self) -> Result<Box<dyn std::fmt::Display + Send>, AppError> {
+        Ok(Box::new(self.name.len()))
+    }
+}
+
+#[rate_limit(period = 60, threshold = 5, count = "ok")]
+async fn bytes() -> Result<&'static [u8], AppError> {
+    Ok(b"abc")
+}
+
+#[rate_limit(period = 60, threshold = 5, count = "ok")]
+async fn opaque() -> Result<impl std::fmt::Display, AppError> {
+    Ok(5)
+}
+
 #[async_trait::async_trait]
 pub trait Logins {
     async fn login(&self, ip: &str) -> Result<(), AppError>;
@@ -89,4 +117,9 @@ fn main() {
     let _ = assert_send(trial(7));
     let _ = assert_send(stacked("ip"));
     let _ = assert_send(Service.login("ip"));
+    let named = Named { name: "n".into() };
+    let _ = assert_send(named.name());
+    let _ = assert_send(named.boxed());
+    let _ = assert_send(bytes());
+    let _ = assert_send(opaque());
 }
