@@ -166,8 +166,10 @@ impl LimiterBuilder {
     /// `ratelimit_denied_total`: it counts as admitted).
     ///
     /// In a check of several limits each limit is then checked on its own (one that would
-    /// deny does not keep the others from recording the call), and a cost that can never fit
-    /// is a would-be denial, not an error. The attribute's checks leave shadow limits out of
+    /// deny does not keep the others from recording the call), a cost that can never fit is a
+    /// would-be denial, not an error, and a store that cannot answer under
+    /// [`FailurePolicy::Closed`] is answered as under `Open` (admitted, recording nothing):
+    /// shadow mode never fails a call. The attribute's checks leave shadow limits out of
     /// its `decision` and HTTP fields, and the axum layer writes no `RateLimit` fields (a
     /// trial must not make well-behaved clients back off); nothing waits for them.
     #[must_use]

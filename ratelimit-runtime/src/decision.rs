@@ -6,6 +6,10 @@ use std::time::Duration;
 ///
 /// A denied call is not recorded, so it does not push the window further out: a client that keeps
 /// retrying is admitted as soon as [`retry_after`](Decision::retry_after) has passed.
+///
+/// Two decisions are equal when they say the same and were given the same way: a decision of
+/// the failure policy ([`answered_by_policy`](Decision::answered_by_policy)) or of shadow mode
+/// ([`would_deny`](Decision::would_deny)) differs from the store's with the same fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Decision {
@@ -17,7 +21,9 @@ pub struct Decision {
     /// without it: 0 for a call of cost 1; for a larger cost, a smaller call may still fit.
     pub remaining: u64,
     /// `None` when admitted; on a denial, the time until the key's count falls below the
-    /// threshold, normally the oldest counted admission + period − now.
+    /// threshold, normally the oldest counted admission + period − now. (On an admission that
+    /// shadow mode let through, what the denial would have said: see
+    /// [`would_deny`](Decision::would_deny).)
     pub retry_after: Option<Duration>,
     /// The time until no admission of the key remains in the window (the newest admission +
     /// period − now), after which the key may be forgotten (Redis: its TTL, at least 1 s; in
@@ -80,8 +86,10 @@ impl Decision {
 
     /// `true` for an admission that shadow mode let through: the limit would have denied the
     /// call (a [`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow) limiter, or a shadow
-    /// limit of the attribute). The call was not recorded, as a denial is not; `remaining` is
-    /// 0 and `retry_after` is what the denial would have said.
+    /// limit of the attribute). The call was not recorded, as a denial is not; `remaining`
+    /// and `retry_after` are what the denial would have said (0 left at a cost of 1). Its
+    /// [`headers`](Decision::headers) are the denial's fields too: in a trial, do not send
+    /// them to clients (the attribute and the axum layer do not).
     #[must_use]
     pub const fn would_deny(&self) -> bool {
         matches!(self.answer, Answer::WouldDeny | Answer::PolicyWouldDeny)

@@ -16,7 +16,9 @@ use crate::rate::Rate;
 /// longest retry-after (the call fits once it has passed, unless others used the quota
 /// meanwhile); on an admission, the limit with the fewest admissions remaining. So
 /// `decisions.allowed` says whether the call was admitted, and `decisions.retry_after` how
-/// long to wait.
+/// long to wait. In shadow mode (every limit admits), a limit that
+/// [would deny](Decision::would_deny) decides as a denial would, so that
+/// `decisions.would_deny()` tells whether any of them would have.
 ///
 /// On a denial nothing is recorded in any limit, and a limit that would have admitted the
 /// call says so (`allowed == true`), its `remaining` counting what is left without this call.
@@ -104,7 +106,14 @@ impl Decisions {
                 decision,
             });
         }
-        let deciding = if decided.iter().all(|limit| limit.allowed) {
+        let deciding = if decided.iter().any(|limit| limit.would_deny()) {
+            // Shadow mode: the would-be denial with the longest retry-after decides, as a
+            // denial would.
+            position_min_by_key(&decided, |limit| match limit.retry_after {
+                Some(wait) if limit.would_deny() => (false, std::cmp::Reverse(wait)),
+                _ => (true, std::cmp::Reverse(Duration::ZERO)),
+            })
+        } else if decided.iter().all(|limit| limit.allowed) {
             position_min_by_key(&decided, |limit| limit.remaining)
         } else {
             position_min_by_key(&decided, |limit| match limit.retry_after {

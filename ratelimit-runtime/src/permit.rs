@@ -70,7 +70,11 @@ impl Permit {
     /// [`FailurePolicy::Local`](crate::FailurePolicy::Local) fallback answered is refunded
     /// there; one [`Open`](crate::FailurePolicy::Open) admitted recorded nothing. Entries that
     /// left the window already, or a key [`reset`](crate::Limiter::reset) since, leave nothing
-    /// to remove. A denied permit has nothing to refund.
+    /// to remove (in process, a call's entries are its cost's entries at its time: after a
+    /// reset, a refund may remove a later call's entry of the very same microsecond, which
+    /// only a [`ManualClock`](crate::testing::ManualClock) standing still makes). A permit
+    /// that recorded nothing (a denial, a cost of 0, a would-be denial, an `Open` admission)
+    /// refunds nothing: `Ok(())`.
     ///
     /// # Errors
     ///

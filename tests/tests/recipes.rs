@@ -1,9 +1,11 @@
-//! README's "Recipes": each block is in `examples/src/recipes.rs` as written, and each recipe
+//! README's "Recipes": each block is in `examples/src/recipes/` as written, and each recipe
 //! does what its text says (on the embedded default limiter, or one on a manual clock).
 
 use std::time::{Duration, SystemTime};
 
-use examples::recipes::{Account, LoginError, Partner, Plan, export, login};
+use examples::recipes::login::{LoginError, login};
+use examples::recipes::outbound::Partner;
+use examples::recipes::tiers::{Account, Plan, export};
 use ratelimit_runtime::Limiter;
 use ratelimit_runtime::testing::ManualClock;
 
@@ -17,7 +19,10 @@ fn workspace_file(path: &str) -> String {
 #[test]
 fn every_recipe_in_the_readme_is_the_code_that_runs() {
     let readme = workspace_file("README.md");
-    let source = workspace_file("examples/src/recipes.rs");
+    let source: String = ["login", "outbound", "tiers"]
+        .iter()
+        .map(|file| workspace_file(&format!("examples/src/recipes/{file}.rs")))
+        .collect();
     let (_, section) = readme
         .split_once("\n## Recipes\n")
         .expect("README.md has a Recipes section");
@@ -31,7 +36,7 @@ fn every_recipe_in_the_readme_is_the_code_that_runs() {
     for block in blocks {
         assert!(
             source.contains(&format!("\n{block}\n// [end]")),
-            "README's recipe is not in examples/src/recipes.rs as written:\n{block}"
+            "README's recipe is not in examples/src/recipes/ as written:\n{block}"
         );
     }
 }

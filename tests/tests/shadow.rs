@@ -144,3 +144,65 @@ async fn shadow_limits_of_the_attribute_on_redis() {
     shadow_limits_of_the_attribute(&limiter).await;
     redis.clean_up(&prefix).await;
 }
+
+#[rate_limit(period = 60, threshold = 5, limiter = limiter)]
+async fn plain(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(period = 60, threshold = 5, label = "composite", limiter = limiter)]
+async fn composite(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// Shadow mode never fails a call: a store that cannot answer under `Closed` is answered as
+/// under `Open`, by hand and through either form of the attribute.
+#[tokio::test]
+async fn shadow_mode_answers_a_failed_store_as_open() {
+    let limiter = Limiter::builder()
+        .redis_url(format!("redis://127.0.0.1:{}/", tests::spare_port()))
+        .failure_policy(ratelimit_runtime::FailurePolicy::Closed)
+        .timeout(Duration::from_secs(10))
+        .shadow(true)
+        .build()
+        .await
+        .expect("a limiter");
+    let rate = Rate::new(1, HOUR).expect("a rate");
+    for _ in 0..2 {
+        let decision = limiter.check("k", rate).await.expect("never an error");
+        assert!(
+            decision.allowed && decision.answered_by_policy(),
+            "{decision:?}"
+        );
+        let decisions = limiter
+            .check_all([Limit::new("a", rate), Limit::new("b", rate)])
+            .await
+            .expect("never an error");
+        assert!(decisions.allowed && decisions.iter().all(|d| d.answered_by_policy()));
+        let permit = limiter
+            .check_permit("p", rate, 1)
+            .await
+            .expect("never an error");
+        assert!(permit.allowed);
+        plain(&limiter).await.expect("the plain form");
+        composite(&limiter).await.expect("the composite form");
+    }
+}
+
+/// In shadow mode a would-be denial decides a check of several limits, as a denial would.
+#[tokio::test]
+async fn a_would_be_denial_decides() {
+    let limiter = Limiter::builder()
+        .shadow(true)
+        .build()
+        .await
+        .expect("a limiter");
+    let rate = Rate::new(1, HOUR).expect("a rate");
+    assert!(limiter.check("full", rate).await.expect("a check").allowed);
+    let decisions = limiter
+        .check_all([Limit::new("empty", rate), Limit::new("full", rate)])
+        .await
+        .expect("a check");
+    assert!(decisions.allowed && decisions.would_deny(), "{decisions:?}");
+    assert_eq!(decisions.deciding().label(), "1h-2", "the full limit");
+}

@@ -90,33 +90,7 @@ impl Shared {
             limits.iter_mut().map(Limit::take_label).collect();
         let refs: Vec<LimitRef<'_>> = limits.iter().map(Limit::as_ref).collect();
         let (decisions, records) = if shadow {
-            // Each limit on its own: one that would deny must not keep the others from
-            // recording the call.
-            let mut decisions = Vec::with_capacity(refs.len());
-            let mut records = Records::default();
-            for (i, limit) in refs.iter().enumerate() {
-                let (mut decision, mut recorded) = if cost_fits(limit) {
-                    let (decisions, recorded) =
-                        self.check_limits(scope, &[*limit], at, true).await?;
-                    (decisions[0], recorded)
-                } else {
-                    // Never fits: a would-be denial of one period, checked nowhere.
-                    let denied = Decision::denied(
-                        limit.rate.threshold(),
-                        limit.rate.period(),
-                        limit.rate.period(),
-                    );
-                    (denied, Records::default())
-                };
-                if !decision.allowed {
-                    telemetry::shadow_denied(scope, limit.key);
-                    decision = decision.in_shadow();
-                }
-                recorded.renumber(|_| i);
-                records.extend(recorded);
-                decisions.push(decision);
-            }
-            (decisions, records)
+            self.check_each_in_shadow(scope, &refs, at).await?
         } else {
             self.check_limits(scope, &refs, at, false).await?
         };
@@ -127,6 +101,58 @@ impl Shared {
                 .zip(decisions)
                 .map(|((label, limit), decision)| (label, limit.rate, decision)),
         );
+        Ok((decisions, records))
+    }
+
+    /// `limits` checked in shadow mode, each on its own and all at once (one that would deny
+    /// must not keep the others from recording the call): a would-be denial is reported and
+    /// answered as an admission that would deny; a cost that can never fit is one, checked
+    /// nowhere.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when a limit's store failed under `Closed` (outside
+    /// shadow mode's own limiter, which answers those as `Open`): the other limits' records
+    /// are refunded first.
+    async fn check_each_in_shadow(
+        self: &Arc<Self>,
+        scope: Option<&str>,
+        refs: &[LimitRef<'_>],
+        at: Option<u64>,
+    ) -> Result<(Vec<Decision>, Records), RateLimitError> {
+        let checks = refs.iter().map(|limit| async move {
+            if cost_fits(limit) {
+                let (decisions, recorded) = self.check_limits(scope, &[*limit], at, true).await?;
+                Ok((decisions[0], recorded))
+            } else {
+                let period = limit.rate.period();
+                let denied = Decision::denied(limit.rate.threshold(), period, period);
+                Ok((denied, Records::default()))
+            }
+        });
+        let outcomes: Vec<Result<(Decision, Records), RateLimitError>> = join_all(checks).await;
+        let mut decisions = Vec::with_capacity(refs.len());
+        let mut records = Records::default();
+        let mut failed = None;
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Ok((mut decision, mut recorded)) => {
+                    if !decision.allowed {
+                        telemetry::shadow_denied(scope, refs[i].key);
+                        decision = decision.in_shadow();
+                    }
+                    recorded.renumber(|_| i);
+                    records.extend(recorded);
+                    decisions.push(decision);
+                }
+                Err(error) => failed = failed.or(Some(error)),
+            }
+        }
+        if let Some(error) = failed {
+            // Reported where it failed; the error is the check's answer.
+            let _ = self.refund_records(refs, records, |_| true).await;
+            return Err(error);
+        }
         Ok((decisions, records))
     }
 
@@ -205,7 +231,7 @@ impl Shared {
         self.health.answered_by_policy();
         let key = limits.first().map_or("", |limit| limit.key);
         telemetry::policy_answered(scope, key, &error, self.policy);
-        match self.policy {
+        match self.answering_policy() {
             FailurePolicy::Open => Ok((open_admissions(limits), Records::default())),
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
             FailurePolicy::Local => {
@@ -261,7 +287,7 @@ impl Shared {
                 route,
             });
         }
-        if self.policy == FailurePolicy::Closed
+        if self.answering_policy() == FailurePolicy::Closed
             && let Some(failed) = parts.iter().position(|part| part.route.is_err())
         {
             // Fails without sending anything: the probes claimed end unanswered.
@@ -396,7 +422,7 @@ impl Shared {
                     if sent && maybe_ran {
                         refunds.push((index, at.unwrap_or_else(clock::now_us)));
                     }
-                    match self.policy {
+                    match self.answering_policy() {
                         FailurePolicy::Open => {
                             let refs: Vec<_> = members.iter().map(|&i| limits[i]).collect();
                             place(open_admissions(&refs));

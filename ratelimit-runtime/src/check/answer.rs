@@ -119,7 +119,7 @@ impl Shared {
         at: Option<u64>,
         error: StoreError,
     ) -> Result<Decision, RateLimitError> {
-        let policy = self.policy;
+        let policy = self.answering_policy();
         if !matches!(error, StoreError::NoRuntime)
             && !error.is_outage()
             // One bad key is not an outage: other keys keep their store, and the logs stay

@@ -49,6 +49,17 @@ impl Shared {
         }
     }
 
+    /// The policy that answers a check the store could not: the limiter's, except in shadow
+    /// mode, which never fails a call: `Closed` answers as `Open` there (admitted, recording
+    /// nothing).
+    #[inline]
+    pub(crate) fn answering_policy(&self) -> FailurePolicy {
+        match self.policy {
+            FailurePolicy::Closed if self.shadow => FailurePolicy::Open,
+            policy => policy,
+        }
+    }
+
     /// The time of a check: `at` when given, else the manual clock's, if any (µs since the
     /// Unix epoch; `None`: the store's own clock).
     #[inline]
