@@ -458,3 +458,14 @@ pub fn fields(
         decision.reset_after,
     )
 }
+
+/// How many admissions `key`'s log of `rate` holds now, read with a look (`Limiter::peek`,
+/// which records nothing).
+///
+/// # Panics
+///
+/// When the look fails.
+pub async fn logged(limiter: &Limiter, key: &str, rate: Rate) -> u64 {
+    let decision = limiter.peek(key, rate).await.expect("a look");
+    rate.threshold() - decision.remaining
+}

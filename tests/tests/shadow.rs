@@ -9,14 +9,9 @@ use std::time::Duration;
 
 use ratelimit_runtime::{Limit, Limiter, Rate, RateLimitError, rate_limit};
 use redis::AsyncCommands as _;
-use tests::{TestRedis, connected, unique_prefix};
+use tests::{TestRedis, connected, logged, unique_prefix};
 
 const HOUR: Duration = Duration::from_secs(3_600);
-
-async fn count(limiter: &Limiter, key: &str, rate: Rate) -> u64 {
-    let decision = limiter.peek(key, rate).await.expect("a look");
-    rate.threshold() - decision.remaining
-}
 
 /// A limiter in shadow mode: every check is admitted; those a limit would deny say so and
 /// record nothing; a check of several limits checks each on its own; a cost that can never
@@ -36,7 +31,7 @@ async fn shadow_mode(limiter: &Limiter) {
     }
     assert_eq!(would_deny, 3);
     assert_eq!(
-        count(limiter, "k", rate).await,
+        logged(limiter, "k", rate).await,
         2,
         "would-be denials record nothing"
     );
@@ -55,14 +50,14 @@ async fn shadow_mode(limiter: &Limiter) {
     assert!(decisions.allowed);
     let each: Vec<bool> = decisions.iter().map(|d| d.would_deny()).collect();
     assert_eq!(each, [true, false]);
-    assert_eq!(count(limiter, "a", small).await, 1);
-    assert_eq!(count(limiter, "b", rate).await, 2);
+    assert_eq!(logged(limiter, "a", small).await, 1);
+    assert_eq!(logged(limiter, "b", rate).await, 2);
 
     // A cost above the threshold: a would-be denial of one period.
     let decision = limiter.check_n("c", rate, 3).await.expect("not an error");
     assert!(decision.allowed && decision.would_deny(), "{decision:?}");
     assert_eq!(decision.retry_after, Some(HOUR));
-    assert_eq!(count(limiter, "c", rate).await, 0);
+    assert_eq!(logged(limiter, "c", rate).await, 0);
 }
 
 #[tokio::test]
@@ -118,9 +113,9 @@ async fn shadow_limits_of_the_attribute(limiter: &Limiter) {
     assert_eq!(search(limiter, "u").await.expect("admitted"), (1, 1));
     assert_eq!(search(limiter, "u").await.expect("admitted"), (0, 1));
     assert!(search(limiter, "u").await.unwrap_err().is_denied());
-    assert_eq!(count(limiter, keys[0], enforced).await, 3);
+    assert_eq!(logged(limiter, keys[0], enforced).await, 3);
     assert_eq!(
-        count(limiter, keys[1], tried).await,
+        logged(limiter, keys[1], tried).await,
         1,
         "it admitted one call only"
     );
