@@ -31,6 +31,7 @@ pub(crate) struct ScopeKeys<'a> {
     scope: &'a str,
     key: Option<&'a str>,
     untagged: String,
+    plain: String,
 }
 
 impl<'a> ScopeKeys<'a> {
@@ -38,42 +39,56 @@ impl<'a> ScopeKeys<'a> {
     pub(crate) fn new(scope: &'a str, key: Option<&'a str>) -> ScopeKeys<'a> {
         let mut untagged = String::with_capacity(scope.len());
         push_untagged(&mut untagged, scope);
+        let plain = match key {
+            Some(key) => format!("{scope}:{key}"),
+            None => scope.to_owned(),
+        };
         ScopeKeys {
             scope,
             key,
             untagged,
+            plain,
         }
     }
 
     /// The one key without a window: `<scope>` or `<scope>:<key>` (the plain form's).
-    pub(crate) fn plain(&self) -> String {
-        match self.key {
-            Some(key) => format!("{}:{key}", self.scope),
-            None => self.scope.to_owned(),
-        }
+    pub(crate) fn plain(&self) -> &str {
+        &self.plain
     }
 
     /// Glob patterns (for Redis `SCAN ... MATCH`, after the escaped key prefix) that every
-    /// windowed log of the scope and key matches; [`matches`](ScopeKeys::matches) tells which
-    /// of the keys they find are.
-    pub(crate) fn patterns(&self) -> Vec<String> {
+    /// windowed log of the scope and key matches, each with a key of the same hash tag as
+    /// every key it finds, when they share one (the stacked forms, whose tag is the key or the
+    /// scope; not when that tag would be empty); [`matches`](ScopeKeys::matches) tells which of
+    /// the keys they find are.
+    pub(crate) fn patterns(&self) -> Vec<(String, Option<String>)> {
         let scope = escape(self.scope);
         let untagged = escape(&self.untagged);
         match self.key {
             Some(key) => {
+                // An empty tag (`{}`) makes Redis hash the whole key.
+                let tagged = !key.is_empty() && !key.starts_with('}');
+                let exemplar = tagged.then(|| format!("#{}:{{{key}}}:", self.untagged));
                 let key = escape(key);
                 vec![
-                    format!("{scope}:{key}:*"),
-                    format!("#{untagged}*:{{{key}}}:*"),
+                    (format!("{scope}:{key}:*"), None),
+                    (format!("#{untagged}*:{{{key}}}:*"), exemplar),
                 ]
             }
-            None => vec![format!("{scope}:*"), format!("#{{{untagged}}}*")],
+            None => {
+                let exemplar =
+                    (!self.untagged.is_empty()).then(|| format!("#{{{}}}", self.untagged));
+                vec![
+                    (format!("{scope}:*"), None),
+                    (format!("#{{{untagged}}}*"), exemplar),
+                ]
+            }
         }
     }
 
     /// Whether `stored` (a key before the Redis prefix) is one of the scope and key's logs.
     pub(crate) fn matches(&self, stored: &str) -> bool {
-        if stored == self.plain() {
+        if stored == self.plain {
             return true;
         }
         let windowed = |rest: Option<&str>| rest.is_some_and(is_window);
@@ -186,10 +201,24 @@ mod tests {
         for stored in ["login:alice", "login2", "#login:{x}:1d", "#{login}x:1d"] {
             assert!(!named.matches(stored), "{stored}");
         }
+        let globs = |keys: &ScopeKeys<'_>| -> Vec<String> {
+            keys.patterns().into_iter().map(|(glob, _)| glob).collect()
+        };
         assert_eq!(
-            ScopeKeys::new("a*b", Some("[k]")).patterns(),
+            globs(&ScopeKeys::new("a*b", Some("[k]"))),
             [r"a\*b:\[k\]:*", r"#a\*b*:{\[k\]}:*"]
         );
-        assert_eq!(named.patterns(), ["login:*", "#{login}*"]);
+        assert_eq!(globs(&named), ["login:*", "#{login}*"]);
+        // The stacked patterns' keys share the tag of their exemplar, unless it is empty.
+        let tags = |keys: &ScopeKeys<'_>| -> Vec<Option<String>> {
+            keys.patterns().into_iter().map(|(_, tag)| tag).collect()
+        };
+        assert_eq!(tags(&named), [None, Some("#{login}".to_owned())]);
+        assert_eq!(
+            tags(&ScopeKeys::new("s", Some("u"))),
+            [None, Some("#s:{u}:".to_owned())]
+        );
+        assert_eq!(tags(&ScopeKeys::new("s", Some(""))), [None, None]);
+        assert_eq!(tags(&ScopeKeys::new("s", Some("}x"))), [None, None]);
     }
 }

@@ -265,7 +265,10 @@ impl Limiter {
     /// when its caller stops waiting, as a check is. When the store cannot answer, the failure
     /// policy does: `Open` answers an empty window, `Local` the fallback's log, `Closed` the
     /// error; outside a Tokio runtime a Redis limiter cannot ask, and the policy answers too.
-    /// A look is not a check: it has no `ratelimit.check` span, no metrics, and is not
+    /// In shadow mode ([`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)) a look
+    /// answers as a check would, a full window an admission that
+    /// [would deny](Decision::would_deny), and under `Closed` a store that cannot answer as
+    /// `Open`. A look is not a check: it has no `ratelimit.check` span, no metrics, and is not
     /// counted in [`policy_answers`](Limiter::policy_answers). In process, a look at a key the
     /// store does not track answers an empty window even where a check would be denied for
     /// room under [`max_keys`](crate::LimiterBuilder::max_keys).
@@ -335,15 +338,19 @@ impl Limiter {
     /// `:<window>` after it (`rate = expr`), and the stacked forms `#<scope>:{<key>}:<window>`,
     /// `#<scope>#<position>:{<key>}:<window>`, `#{<scope>}:<window>` and
     /// `#{<scope>}#<position>:<window>` (a `{` or `}` of the scope written `(` or `)`), where
-    /// a window is digits and a unit (`us`, `ms`, `s`, `m`, `h`, `d`). Keys of the plain form
-    /// are ambiguous where a key value itself ends in `:<window>` (`42:1h`): resetting the
-    /// key `42` also forgets the one attribute's log of the key `42:1h`, if any. The
+    /// a window is digits and a unit (`us`, `ms`, `s`, `m`, `h`, `d`). A stacked limit with a
+    /// `name` is that name's scope, not its function's. Keys of the plain form are ambiguous
+    /// where a key value looks like a window: resetting the key `42` also forgets the one
+    /// attribute's log of the key `42:1h`, if any, and resetting without a key the log of
+    /// the key `7d` (`<scope>:7d`). The
     /// in-process fallback of [`FailurePolicy::Local`] forgets the same. Returns how many
     /// keys the store forgot.
     ///
-    /// In process it is one pass over the store's keys. On Redis it is `SCAN ... MATCH` over
-    /// the whole keyspace (every master of a cluster), 1,000 keys per round trip, each within
-    /// the timeout, then `UNLINK` of each key found: a support desk's tool, not a hot path.
+    /// In process it is one pass over the store's keys. On Redis it is `SCAN ... MATCH`, 1,000
+    /// keys per round trip, each within the timeout: for the stacked forms on the master that
+    /// owns their hash tag, for the others over the whole keyspace (every master of a
+    /// cluster, each by its address from `CLUSTER SLOTS`, scanned again if the slots moved
+    /// meanwhile); then `UNLINK` of the keys found: a support desk's tool, not a hot path.
     /// It does not go through the circuit breakers, and a call in flight may still record
     /// after it. For one key by its exact name, [`reset`](Limiter::reset).
     ///

@@ -419,4 +419,52 @@ async fn a_user_allowed_to_read_only_can_look() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("rate limit store"), "{err}");
+
+    // A user granted the scripts by `EVALSHA` alone (as checks send them): the look falls back
+    // on it, and the refusal of `EVALSHA_RO` is no outage.
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "legacy", "on", ">secret", "~*", "resetchannels"])
+        .arg(&["+@read", "+@connection", "+evalsha", "+eval", "+time"])
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let url = redis
+        .url()
+        .replacen("redis://", "redis://legacy:secret@", 1);
+    let legacy = tests::closed_redis_limiter(&url, &prefix).await;
+    for _ in 0..3 {
+        let look = peek(&legacy, "k", T0 + SECOND).await;
+        assert_eq!(look, Decision::admitted(3, 2, Duration::from_secs(59)));
+    }
+    assert!(!legacy.is_degraded(), "no breaker opened");
+}
+
+/// In a cluster, a reset by scope scans each master by its address, from a slot map read for
+/// it: a master that took a slot after the limiter connected (so that the client's own map is
+/// older) is scanned all the same.
+#[tokio::test]
+async fn a_reset_by_scope_finds_keys_on_a_master_whose_slots_moved() {
+    let cluster = TestCluster::start(3);
+    let prefix = unique_prefix("reset-moved");
+    let limiter = tests::closed_cluster_limiter(cluster.urls(), &prefix).await;
+    connected(&limiter, "canary").await;
+    let from = cluster.node_for_slot(0);
+    let to = (from + 1) % cluster.len();
+    cluster.migrate_slot(0, from, to).await;
+    let user = (0..)
+        .map(|i| format!("u{i}"))
+        .find(|user| {
+            let slot = TestCluster::key_slot(&format!("{prefix}inspect::tiered:{user}:1h"));
+            slot != 0 && cluster.node_for_slot(slot) == to
+        })
+        .expect("a user whose log lies on the node that took slot 0");
+    let hour = Rate::new(1, Duration::from_secs(3_600)).expect("a rate");
+    assert!(tiered(&limiter, &user, hour).await.is_ok());
+    assert!(tiered(&limiter, &user, hour).await.is_err());
+    let forgot = limiter
+        .reset_scope("inspect::tiered", Some(&user))
+        .await
+        .expect("a reset");
+    assert_eq!(forgot, 1, "the master that took slot 0 was scanned");
+    assert!(tiered(&limiter, &user, hour).await.is_ok());
 }

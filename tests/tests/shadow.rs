@@ -30,6 +30,11 @@ async fn shadow_mode(limiter: &Limiter) {
         }
     }
     assert_eq!(would_deny, 3);
+    let look = limiter.peek("k", rate).await.expect("a look");
+    assert!(
+        look.allowed && look.would_deny(),
+        "a look answers as a check: {look:?}"
+    );
     assert_eq!(
         logged(limiter, "k", rate).await,
         2,

@@ -183,7 +183,8 @@ impl Shared {
             }
             Access::Unusable(error) => {
                 let _entered = span.enter();
-                self.health.failed(0, &error, self.policy, false);
+                self.health
+                    .failed(0, &error, self.answering_policy(), false);
                 self.answer_all_by_policy(scope, refs, at, error)
             }
             Access::Remote => {
@@ -230,7 +231,7 @@ impl Shared {
     ) -> Result<(Vec<Decision>, Records), RateLimitError> {
         self.health.answered_by_policy();
         let key = limits.first().map_or("", |limit| limit.key);
-        telemetry::policy_answered(scope, key, &error, self.policy);
+        telemetry::policy_answered(scope, key, &error, self.answering_policy());
         match self.answering_policy() {
             FailurePolicy::Open => Ok((open_admissions(limits), Records::default())),
             FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
@@ -329,7 +330,7 @@ impl Shared {
     fn policy_answered(&self, scope: Option<&str>, limits: &[LimitRef<'_>], error: &StoreError) {
         self.health.answered_by_policy();
         let key = limits.first().map_or("", |limit| limit.key);
-        telemetry::policy_answered(scope, key, error, self.policy);
+        telemetry::policy_answered(scope, key, error, self.answering_policy());
     }
 
     /// The parts of `limits`, each with the indices of its limits, in the order of their first

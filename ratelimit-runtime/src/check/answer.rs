@@ -99,7 +99,8 @@ impl Shared {
         error: StoreError,
         timer: Timer,
     ) -> Next {
-        self.health.failed(0, &error, self.policy, false);
+        self.health
+            .failed(0, &error, self.answering_policy(), false);
         let result = self.answer_by_policy(scope, limit, at, error);
         let result = self.shadowed(scope, limit.key, result);
         telemetry::answered(scope, limit.key, &result, timer);

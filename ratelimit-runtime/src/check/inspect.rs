@@ -37,7 +37,12 @@ impl Shared {
     ) -> Result<Decision, RateLimitError> {
         let at = self.time_of(at);
         if let Access::InProcess(store) = self.store.access() {
-            return Ok(store.peek(key, rate, at));
+            let decision = store.peek(key, rate, at);
+            return Ok(if self.shadow {
+                decision.in_shadow()
+            } else {
+                decision
+            });
         }
         let owned = key.to_owned();
         let outcome = self
@@ -50,7 +55,13 @@ impl Shared {
                 shared.store.peek(limit, at).await
             })
             .await;
-        outcome.or_else(|error| self.peek_by_policy(key, rate, at, error))
+        let decision = outcome.or_else(|error| self.peek_by_policy(key, rate, at, error))?;
+        // What a check would answer: in shadow mode, an admission that would deny.
+        Ok(if self.shadow {
+            decision.in_shadow()
+        } else {
+            decision
+        })
     }
 
     /// Forgets `key`: its log in the store (every admission of every rate that shares it) and
@@ -111,7 +122,8 @@ impl Shared {
         Op: FnOnce(Arc<Shared>) -> F + Send + 'static,
     {
         if let Access::Unusable(error) = self.store.access() {
-            self.health.failed(0, &error, self.policy, false);
+            self.health
+                .failed(0, &error, self.answering_policy(), false);
             return Err(error);
         }
         let Some(runtime) = Runtime::current() else {
@@ -139,9 +151,9 @@ impl Shared {
         at: Option<u64>,
         error: StoreError,
     ) -> Result<Decision, RateLimitError> {
-        telemetry::policy_answered(None, key, &error, self.policy);
+        telemetry::policy_answered(None, key, &error, self.answering_policy());
         let threshold = rate.threshold();
-        match self.policy {
+        match self.answering_policy() {
             FailurePolicy::Open => {
                 Ok(Decision::admitted(threshold, threshold, std::time::Duration::ZERO).by_policy())
             }

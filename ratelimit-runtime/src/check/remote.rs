@@ -112,9 +112,9 @@ impl Shared {
         match error {
             Some(error) if error.is_outage() => {
                 let part = part();
-                let opened = self
-                    .health
-                    .failed(part, error, self.policy, probe.is_some());
+                let opened =
+                    self.health
+                        .failed(part, error, self.answering_policy(), probe.is_some());
                 if opened && self.store.parts() > 1 {
                     self.open_group_of(part);
                 }

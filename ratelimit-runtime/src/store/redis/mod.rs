@@ -223,13 +223,17 @@ impl RedisStore {
     ) -> Result<Decision, StoreError> {
         let flagged = !self.peek_without_flags.load(Ordering::Relaxed);
         let mut reply = self.exchange(Call::Peek { limit, at, flagged }).await;
-        if flagged
-            && matches!(&reply, Err(StoreError::Redis(error)) if script::is_flags_refused(error))
-        {
-            // Redis 5 or 6: the look without its flag, from now on.
-            self.peek_without_flags.store(true, Ordering::Relaxed);
-            let flagged = false;
-            reply = self.exchange(Call::Peek { limit, at, flagged }).await;
+        if flagged && let Err(StoreError::Redis(error)) = &reply {
+            let unknown = script::is_flags_refused(error);
+            if unknown || error.code() == Some("NOPERM") {
+                // Redis 5 or 6 (from now on), or a user allowed `EVALSHA` but not
+                // `EVALSHA_RO` (this time): the look without its flag, as checks are sent.
+                if unknown {
+                    self.peek_without_flags.store(true, Ordering::Relaxed);
+                }
+                let flagged = false;
+                reply = self.exchange(Call::Peek { limit, at, flagged }).await;
+            }
         }
         script::decode_peek(&reply?, limit.rate.threshold())
     }
@@ -252,8 +256,9 @@ impl RedisStore {
         }
     }
 
-    /// Forgets every log of `keys`' scope and key (see [`ScopeKeys`]): `SCAN` on the server or
-    /// on every master, then `UNLINK` of the keys found, each round trip within the timeout.
+    /// Forgets every log of `keys`' scope and key (see [`ScopeKeys`]): `SCAN` on the server, or
+    /// on the master of a pattern's hash tag (every master for a pattern without one), then
+    /// `UNLINK` of the keys found, each round trip within the timeout.
     /// Returns how many keys were deleted.
     ///
     /// # Errors
@@ -268,12 +273,18 @@ impl RedisStore {
             Ok(connection) => connection?,
             Err(_elapsed) => return Err(StoreError::Timeout(self.timeout)),
         };
-        let plain = keys.plain();
-        let patterns = keys.patterns();
+        let patterns: Vec<scan::Pattern> = keys
+            .patterns()
+            .into_iter()
+            .map(|(glob, exemplar)| scan::Pattern {
+                glob,
+                slot: exemplar.map(|key| slot::key_slot(&self.prefix, &key)),
+            })
+            .collect();
         scan::delete_matching(
             &mut connection,
             &self.prefix,
-            &plain,
+            keys.plain(),
             &patterns,
             |stored| keys.matches(stored),
             self.timeout,

@@ -1,8 +1,9 @@
 //! A reset by scope: the keys of a scope's logs found with `SCAN ... MATCH` on the server (in a
-//! cluster, on every master), and deleted with `UNLINK`, one key per command in a cluster
-//! (keys of one node may lie in several slots). Each round trip is bounded by the store's
-//! timeout; the whole reset is as long as the keyspace is (`SCAN` visits every key once, 1,000
-//! per round trip): a support desk's tool, not a check's.
+//! cluster, on the master that owns a pattern's hash tag, or on every master), and deleted
+//! with `UNLINK` (500 keys per command on one server; one key per command in a cluster, whose
+//! keys of one node may lie in several slots). Each round trip is bounded by the store's
+//! timeout; a pattern without a tag costs a pass over the keyspace (`SCAN` visits every key
+//! once, 1,000 per round trip): a support desk's tool, not a check's.
 
 use std::time::Duration;
 
@@ -16,104 +17,209 @@ use crate::runtime::timeout;
 /// How many keys a `SCAN` round trip asks to visit.
 const SCAN_COUNT: usize = 1_000;
 
-/// Deletes the keys under `prefix` that one of `patterns` (globs, after the escaped prefix)
-/// finds and `keep` accepts (given without the prefix), on every master `connection` leads to,
-/// and `plain` (the one key without a window) whatever it holds. Returns how many keys were
-/// deleted.
+/// How many keys one `UNLINK` deletes on a single server.
+const UNLINK_BATCH: usize = 500;
+
+/// How many times the scan is made again when the cluster's masters changed meanwhile.
+const ATTEMPTS: usize = 3;
+
+/// A glob pattern (after the escaped key prefix), and the hash slot every key it can find
+/// lies in, when one does (a tagged pattern, in a cluster).
+pub(super) struct Pattern {
+    pub(super) glob: String,
+    pub(super) slot: Option<u16>,
+}
+
+/// A master of a cluster, or the single server (`address` `None`).
+#[derive(PartialEq, Eq, Debug)]
+struct Node {
+    address: Option<(String, u16)>,
+    ranges: Vec<(u16, u16)>,
+}
+
+/// Deletes `plain` (the one key without a window) whatever it holds, and the keys under
+/// `prefix` that one of `patterns` finds and `keep` accepts (given without the prefix), on the
+/// masters `connection` leads to. When a cluster's masters (or their slots) changed during the
+/// scan, it is made again, up to [`ATTEMPTS`] times. Returns how many keys were deleted.
 ///
 /// # Errors
 ///
-/// A round trip that failed or took longer than `limit`: the keys deleted before it stay
-/// deleted.
+/// A round trip that failed or took longer than `limit`; the cluster's masters still changing
+/// after the last attempt. The keys deleted before stay deleted.
 pub(super) async fn delete_matching(
     connection: &mut Connection,
     prefix: &str,
     plain: &str,
-    patterns: &[String],
+    patterns: &[Pattern],
     keep: impl Fn(&str) -> bool,
     limit: Duration,
 ) -> Result<u64, StoreError> {
-    let nodes = masters(connection, limit).await?;
     let escaped = crate::layout::escape(prefix);
-    let mut found: Vec<String> = vec![format!("{prefix}{plain}")];
-    for node in &nodes {
+    let mut deleted = unlink(connection, vec![format!("{prefix}{plain}")], limit).await?;
+    let mut nodes = masters(connection, limit).await?;
+    for _ in 0..ATTEMPTS {
+        let mut found = Vec::new();
         for pattern in patterns {
-            let matching = format!("{escaped}{pattern}");
-            let mut cursor = String::from("0");
-            loop {
-                let mut command = redis::cmd("SCAN");
-                command
-                    .arg(&cursor)
-                    .arg("MATCH")
-                    .arg(&matching)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT);
-                let reply = bounded(limit, routed(connection, command, *node)).await?;
-                let (next, keys) = scan_reply(reply)?;
-                found.extend(keys.into_iter().filter(|key| {
-                    key.strip_prefix(prefix)
+            let glob = format!("{escaped}{}", pattern.glob);
+            for node in nodes.iter().filter(|node| owns(node, pattern.slot)) {
+                scan(connection, node, &glob, limit, |key| {
+                    if key
+                        .strip_prefix(prefix)
                         .is_some_and(|stored| stored != plain && keep(stored))
-                }));
-                if next == "0" {
-                    break;
-                }
-                cursor = next;
+                    {
+                        found.push(key);
+                    }
+                })
+                .await?;
             }
         }
+        deleted += unlink(connection, found, limit).await?;
+        let now = masters(connection, limit).await?;
+        if now == nodes {
+            return Ok(deleted);
+        }
+        nodes = now;
     }
+    Err(StoreError::Protocol(
+        "the cluster's slots kept moving during the reset; try again".into(),
+    ))
+}
+
+/// Whether `node` is to be scanned for a pattern whose keys lie in `slot` (`None`: anywhere).
+fn owns(node: &Node, slot: Option<u16>) -> bool {
+    match (slot, &node.address) {
+        (Some(slot), Some(_)) => node
+            .ranges
+            .iter()
+            .any(|&(first, last)| (first..=last).contains(&slot)),
+        _ => true,
+    }
+}
+
+/// Every key `glob` finds on `node`, handed to `found`.
+async fn scan(
+    connection: &mut Connection,
+    node: &Node,
+    glob: &str,
+    limit: Duration,
+    mut found: impl FnMut(String),
+) -> Result<(), StoreError> {
+    let mut cursor = String::from("0");
+    loop {
+        let mut command = redis::cmd("SCAN");
+        command
+            .arg(&cursor)
+            .arg("MATCH")
+            .arg(glob)
+            .arg("COUNT")
+            .arg(SCAN_COUNT);
+        let reply = bounded(limit, routed(connection, command, node)).await?;
+        let (next, keys) = scan_reply(reply)?;
+        keys.into_iter().for_each(&mut found);
+        if next == "0" {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// Deletes `keys`; returns how many existed.
+async fn unlink(
+    connection: &mut Connection,
+    keys: Vec<String>,
+    limit: Duration,
+) -> Result<u64, StoreError> {
+    let batch = if connection.is_cluster() {
+        1
+    } else {
+        UNLINK_BATCH
+    };
     let mut deleted = 0;
-    for key in found {
+    for keys in keys.chunks(batch) {
         let mut command = redis::cmd("UNLINK");
-        command.arg(&key);
-        let reply = bounded(limit, connection.query_value(&command)).await?;
-        if let Value::Int(count) = reply {
+        command.arg(keys);
+        if let Value::Int(count) = bounded(limit, connection.query_value(&command)).await? {
             deleted += u64::try_from(count).unwrap_or(0);
         }
     }
     Ok(deleted)
 }
 
-/// A slot of each master, to route a command to it: `None` for a single server.
-async fn masters(
-    connection: &mut Connection,
-    limit: Duration,
-) -> Result<Vec<Option<u16>>, StoreError> {
+/// The masters of a cluster, by address, with their slot ranges, from `CLUSTER SLOTS`; the
+/// server itself for a single server.
+async fn masters(connection: &mut Connection, limit: Duration) -> Result<Vec<Node>, StoreError> {
     if !connection.is_cluster() {
-        return Ok(vec![None]);
+        return Ok(vec![Node {
+            address: None,
+            ranges: Vec::new(),
+        }]);
     }
     let mut command = redis::cmd("CLUSTER");
     command.arg("SLOTS");
-    let reply = bounded(limit, routed(connection, command, None)).await?;
+    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+    let reply = bounded(limit, connection.route_value(command, routing)).await?;
     let Value::Array(ranges) = reply else {
         return Err(StoreError::Protocol("CLUSTER SLOTS: not an array".into()));
     };
-    let mut masters: Vec<(Value, u16)> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
     for range in ranges {
         let Value::Array(fields) = range else {
             continue;
         };
-        let (Some(Value::Int(first)), Some(master)) = (fields.first(), fields.get(2)) else {
+        let (Some(Value::Int(first)), Some(Value::Int(last)), Some(Value::Array(master))) =
+            (fields.first(), fields.get(1), fields.get(2))
+        else {
             continue;
         };
-        let Ok(first) = u16::try_from(*first) else {
+        let (Ok(first), Ok(last)) = (u16::try_from(*first), u16::try_from(*last)) else {
             continue;
         };
-        if !masters.iter().any(|(known, _)| known == master) {
-            masters.push((master.clone(), first));
+        let host = match master.first() {
+            Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+            Some(Value::SimpleString(text)) => text.clone(),
+            _ => continue,
+        };
+        let Some(Value::Int(port)) = master.get(1) else {
+            continue;
+        };
+        let Ok(port) = u16::try_from(*port) else {
+            continue;
+        };
+        let address = Some((host, port));
+        match nodes.iter_mut().find(|node| node.address == address) {
+            Some(node) => node.ranges.push((first, last)),
+            None => nodes.push(Node {
+                address,
+                ranges: vec![(first, last)],
+            }),
         }
     }
-    Ok(masters.into_iter().map(|(_, slot)| Some(slot)).collect())
+    for node in &mut nodes {
+        node.ranges.sort_unstable();
+    }
+    nodes.sort_by(|a, b| a.address.cmp(&b.address));
+    Ok(nodes)
 }
 
-/// `command` sent to the master of `slot` (`None`: any node, or the single server).
+/// `command` sent to `node`: by its address in a cluster (redis-rs's own slot map may be older
+/// than the `CLUSTER SLOTS` just read, and a `SCAN` names no key that a `MOVED` could correct);
+/// by its first slot's master when it has no usable address.
 async fn routed(
     connection: &mut Connection,
     command: redis::Cmd,
-    slot: Option<u16>,
+    node: &Node,
 ) -> redis::RedisResult<Value> {
-    let routing = match slot {
-        Some(slot) => SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master)),
-        None => SingleNodeRoutingInfo::Random,
+    let routing = match &node.address {
+        Some((host, port)) if !host.is_empty() && host != "?" => SingleNodeRoutingInfo::ByAddress {
+            host: host.clone(),
+            port: *port,
+        },
+        _ => match node.ranges.first() {
+            Some(&(first, _)) => {
+                SingleNodeRoutingInfo::SpecificNode(Route::new(first, SlotAddr::Master))
+            }
+            None => SingleNodeRoutingInfo::Random,
+        },
     };
     connection
         .route_value(command, RoutingInfo::SingleNode(routing))
