@@ -61,9 +61,19 @@ impl TestRedis {
     /// As [`TestRedis::start`].
     #[must_use]
     pub fn start_private() -> TestRedis {
+        TestRedis::start_private_with(&[])
+    }
+
+    /// A private server started with the extra arguments `extra` (`--rename-command ...`).
+    ///
+    /// # Panics
+    ///
+    /// As [`TestRedis::start`].
+    #[must_use]
+    pub fn start_private_with(extra: &[&str]) -> TestRedis {
         let mut last_error = String::new();
         for _ in 0..5 {
-            match TestRedis::start_on(free_port()) {
+            match TestRedis::start_on_with(free_port(), extra) {
                 Ok(redis) => return redis,
                 Err(error) => last_error = error,
             }
@@ -81,12 +91,26 @@ impl TestRedis {
     ///
     /// When no `redis-server` binary can be found.
     pub fn start_on(port: u16) -> Result<TestRedis, String> {
+        TestRedis::start_on_with(port, &[])
+    }
+
+    /// [`TestRedis::start_on`], with the extra arguments `extra`.
+    ///
+    /// # Errors
+    ///
+    /// As [`TestRedis::start_on`].
+    ///
+    /// # Panics
+    ///
+    /// As [`TestRedis::start_on`].
+    pub fn start_on_with(port: u16, extra: &[&str]) -> Result<TestRedis, String> {
         let binary = redis_server_binary();
         let mut child = spawn_or_explain(
             Command::new(&binary)
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
                 .args(["--dir", &std::env::temp_dir().to_string_lossy()])
+                .args(extra)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null()),

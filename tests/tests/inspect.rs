@@ -468,3 +468,26 @@ async fn a_reset_by_scope_finds_keys_on_a_master_whose_slots_moved() {
     assert_eq!(forgot, 1, "the master that took slot 0 was scanned");
     assert!(tiered(&limiter, &user, hour).await.is_ok());
 }
+
+/// A server without the read-only script commands (as Redis 5 and 6): the look falls back on
+/// `EVALSHA` and its unflagged script, from then on, and no breaker opens.
+#[tokio::test]
+async fn a_server_without_read_only_scripts_still_answers_looks() {
+    let redis = TestRedis::start_private_with(&[
+        "--rename-command",
+        "EVALSHA_RO",
+        "",
+        "--rename-command",
+        "EVAL_RO",
+        "",
+    ]);
+    let prefix = unique_prefix("peek-legacy");
+    let limiter = tests::closed_redis_limiter(redis.url(), &prefix).await;
+    connected(&limiter, "canary").await;
+    check(&limiter, "k", T0).await;
+    for _ in 0..3 {
+        let look = peek(&limiter, "k", T0 + SECOND).await;
+        assert_eq!(look, Decision::admitted(3, 2, Duration::from_secs(59)));
+    }
+    assert!(!limiter.is_degraded(), "no breaker opened");
+}
