@@ -259,17 +259,12 @@ pub trait DeniedReturn {
     type Error;
     /// `Err(error)`.
     fn err(error: Self::Error) -> Self;
-    /// Whether it is `Ok`.
-    fn is_ok(&self) -> bool;
 }
 
 impl<T, E> DeniedReturn for Result<T, E> {
     type Error = E;
     fn err(error: E) -> Self {
         Err(error)
-    }
-    fn is_ok(&self) -> bool {
-        Result::is_ok(self)
     }
 }
 
@@ -427,9 +422,7 @@ struct Part {
 impl Part {
     /// The limit of this part, as a check takes it.
     fn limit(&self) -> Limit<'_> {
-        // Within the threshold, so within `u32`.
-        let cost = u32::try_from(self.cost).unwrap_or(u32::MAX);
-        let limit = Limit::new(self.key.as_str(), self.rate).with_cost(cost);
+        let limit = Limit::new(self.key.as_str(), self.rate).with_cost(self.limit_ref().cost);
         match self.label {
             Some(label) => limit.with_label(label),
             None => limit,
@@ -441,6 +434,8 @@ impl Part {
         LimitRef {
             key: &self.key,
             rate: self.rate,
+            // Enforced costs are within the threshold (checked before), so within `u32`; a
+            // shadow limit's larger cost saturates, and never fits either.
             cost: u32::try_from(self.cost).unwrap_or(u32::MAX),
         }
     }

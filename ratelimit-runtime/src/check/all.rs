@@ -35,15 +35,11 @@ use crate::headers::is_label;
 use crate::health::Route;
 use crate::limit::{Limit, LimitRef};
 use crate::policy::FailurePolicy;
-use crate::rate::Rate;
 use crate::runtime::{HandOff, Runtime};
 use crate::store::{Access, Admission};
 use crate::telemetry::{self, Timer};
 
-use super::permit::{Records, Where};
-
-/// A limit the remote leg owns, so that its call can outlive its caller (see [`HandOff`]).
-type Owned = (String, Rate, u32);
+use super::permit::{Owned, Records, Where, borrowed, owned};
 
 impl Shared {
     /// Checks `limits` together at `at` (`None`: now): admitted iff every limit admits the
@@ -303,10 +299,7 @@ impl Shared {
             self.policy_answered(scope, limits, &error);
             return Err(RateLimitError::Unavailable(error));
         }
-        let owned: Vec<Owned> = limits
-            .iter()
-            .map(|limit| (limit.key.to_owned(), limit.rate, limit.cost))
-            .collect();
+        let owned = owned(limits);
         let shared = Arc::clone(self);
         let reserve = HandOff::new(
             async move { shared.reserve(owned, parts, at).await },
@@ -560,18 +553,6 @@ fn cost_fits(limit: &LimitRef<'_>) -> bool {
 /// `decisions`, as the failure policy's answers.
 fn by_policy(decisions: Vec<Decision>) -> Vec<Decision> {
     decisions.into_iter().map(Decision::by_policy).collect()
-}
-
-/// The limits of `owned`, borrowed.
-fn borrowed(owned: &[Owned]) -> Vec<LimitRef<'_>> {
-    owned
-        .iter()
-        .map(|(key, rate, cost)| LimitRef {
-            key,
-            rate: *rate,
-            cost: *cost,
-        })
-        .collect()
 }
 
 /// Turns away a check that cannot be made: no limit, two limits with one key, a label that is

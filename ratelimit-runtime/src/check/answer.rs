@@ -81,9 +81,7 @@ impl Shared {
             Route::Store(probe) => Next::Remote { probe },
             Route::Policy(error) => {
                 let result = self.answer_by_policy(scope, limit, at, error);
-                let result = self.shadowed(scope, limit.key, result);
-                telemetry::answered(scope, limit.key, &result, timer);
-                Next::Answered(result)
+                Next::Answered(self.answered(scope, limit.key, result, timer))
             }
         }
     }
@@ -102,9 +100,7 @@ impl Shared {
         self.health
             .failed(0, &error, self.answering_policy(), false);
         let result = self.answer_by_policy(scope, limit, at, error);
-        let result = self.shadowed(scope, limit.key, result);
-        telemetry::answered(scope, limit.key, &result, timer);
-        Next::Answered(result)
+        Next::Answered(self.answered(scope, limit.key, result, timer))
     }
 
     /// The failure policy's answer to a check the store could not answer (`error`), counted
@@ -141,22 +137,26 @@ impl Shared {
 }
 
 impl Shared {
-    /// `result`, in shadow mode when the limiter is in it: a denial of `key` is reported and
-    /// becomes an admission that would have been denied.
+    /// A check's answer that did not come from the in-process store, as its caller gets it and
+    /// reported (see [`telemetry::answered`]): in shadow mode, a denial of `key` is reported as
+    /// such and becomes an admission that would have been denied.
     #[inline]
-    pub(super) fn shadowed(
+    pub(super) fn answered(
         &self,
         scope: Option<&str>,
         key: &str,
         result: Result<Decision, RateLimitError>,
+        timer: Timer,
     ) -> Result<Decision, RateLimitError> {
-        match result {
+        let result = match result {
             Ok(decision) if !decision.allowed && self.shadow => {
                 telemetry::shadow_denied(scope, key);
                 Ok(decision.in_shadow())
             }
             result => result,
-        }
+        };
+        telemetry::answered(scope, key, &result, timer);
+        result
     }
 }
 

@@ -36,26 +36,22 @@ impl Shared {
         at: Option<u64>,
     ) -> Result<Decision, RateLimitError> {
         let at = self.time_of(at);
-        if let Access::InProcess(store) = self.store.access() {
-            let decision = store.peek(key, rate, at);
-            return Ok(if self.shadow {
-                decision.in_shadow()
-            } else {
-                decision
-            });
-        }
-        let owned = key.to_owned();
-        let outcome = self
-            .remote_op(key, move |shared| async move {
-                let limit = LimitRef {
-                    key: &owned,
-                    rate,
-                    cost: 1,
-                };
-                shared.store.peek(limit, at).await
-            })
-            .await;
-        let decision = outcome.or_else(|error| self.peek_by_policy(key, rate, at, error))?;
+        let decision = if let Access::InProcess(store) = self.store.access() {
+            store.peek(key, rate, at)
+        } else {
+            let owned = key.to_owned();
+            let outcome = self
+                .remote_op(key, move |shared| async move {
+                    let limit = LimitRef {
+                        key: &owned,
+                        rate,
+                        cost: 1,
+                    };
+                    shared.store.peek(limit, at).await
+                })
+                .await;
+            outcome.or_else(|error| self.peek_by_policy(key, rate, at, error))?
+        };
         // What a check would answer: in shadow mode, an admission that would deny.
         Ok(if self.shadow {
             decision.in_shadow()

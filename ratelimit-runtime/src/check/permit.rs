@@ -84,8 +84,29 @@ impl Records {
     }
 }
 
-/// A limit a refund owns, so that its call can outlive its caller.
-type Owned = (String, Rate, u32);
+/// A limit a store call owns (a refund's, a check's remote leg of several limits), so that the
+/// call can outlive its caller (see `runtime::HandOff`).
+pub(super) type Owned = (String, Rate, u32);
+
+/// `limits`, owned (their keys copied).
+pub(super) fn owned(limits: &[LimitRef<'_>]) -> Vec<Owned> {
+    limits
+        .iter()
+        .map(|limit| (limit.key.to_owned(), limit.rate, limit.cost))
+        .collect()
+}
+
+/// The limits of `owned`, borrowed.
+pub(super) fn borrowed(owned: &[Owned]) -> Vec<LimitRef<'_>> {
+    owned
+        .iter()
+        .map(|(key, rate, cost)| LimitRef {
+            key,
+            rate: *rate,
+            cost: *cost,
+        })
+        .collect()
+}
 
 impl Shared {
     /// Removes the call `records` names from each limit `refunded` says (by its index among
@@ -130,20 +151,10 @@ impl Shared {
                         .for_each(|&limit| self.fallback.refund(limit, at));
                 }
                 Where::Store { admission, now } => {
-                    let owned: Vec<Owned> = chosen
-                        .iter()
-                        .map(|limit| (limit.key.to_owned(), limit.rate, limit.cost))
-                        .collect();
+                    let owned = owned(&chosen);
                     let key = chosen[0].key;
                     calls.push(self.remote_op(key, move |shared| async move {
-                        let limits: Vec<LimitRef<'_>> = owned
-                            .iter()
-                            .map(|(key, rate, cost)| LimitRef {
-                                key,
-                                rate: *rate,
-                                cost: *cost,
-                            })
-                            .collect();
+                        let limits = borrowed(&owned);
                         shared
                             .store
                             .refund(&limits, &admission, now)

@@ -11,7 +11,7 @@ use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
 use crate::limit::LimitRef;
 use crate::runtime::{HandOff, Runtime};
-use crate::telemetry::{self, Timer};
+use crate::telemetry::Timer;
 
 impl Shared {
     /// Checks `limit` at `at` (µs since the Unix epoch; `None`: the store's clock) with the
@@ -38,9 +38,7 @@ impl Shared {
             Ok(decision) => Ok(decision),
             Err(error) => self.answer_by_policy(scope, limit, at, error),
         };
-        let result = self.shadowed(scope, limit.key, result);
-        telemetry::answered(scope, limit.key, &result, timer);
-        result
+        self.answered(scope, limit.key, result, timer)
     }
 
     /// The store's call of a check, owning what it needs (the key copied, this state shared),
