@@ -7,7 +7,7 @@ use quote::{ToTokens, quote, quote_spanned};
 
 use crate::args::{self, Args, CostArg, Count, RateArg};
 use crate::item::{self, AsyncFn, Flavor};
-use crate::spans::{first_and_last_spans, respan};
+use crate::spans::{first_and_last_spans, relocate, respan};
 use crate::stack::{self, Limits};
 
 /// The attribute: the function with its guard, or, on any error, the function exactly as
@@ -276,6 +276,9 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
 //     }
 //
 // Without `decision`, the block is the plain form's: `if let Err(..) = check_stack(..).await`.
+// Under `#[async_trait]` (where `decision` is refused), the block makes
+// `(__ratelimit, owned_limiter(#limiter))` for `guarded_stack`, as the plain form does for
+// `guarded`.
 //
 // With `count` or `count_if` on any limit, the check keeps what a refund needs, and the body
 // runs in an `async` block of its own, so that its `return`s and `?`s end the block, and the
@@ -289,10 +292,17 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
 //             }
 //         };
 //         let d: &#krate::Decisions = __ratelimit.decisions(); // with `decision = d`
-//         let __ratelimit_outcome = async { body }.await;
+//         let __ratelimit_outcome = async {
+//             // The block's type, the function's return type (unless an `impl Trait`).
+//             if let Some(__ratelimit_return) = None::<ReturnType> { return __ratelimit_return; }
+//             { body }
+//         }
+//         .await;
 //         __ratelimit
 //             .settle(|__ratelimit_index| match __ratelimit_index {
-//                 0 => !#krate::__private::is_ok(&__ratelimit_outcome), // count = "errors"
+//                 // count = "errors" (any type answers, so that `denied` alone reports one
+//                 // that is not a `Result`)
+//                 0 => !(&#krate::__private::Outcome(&__ratelimit_outcome)).is_ok(),
 //                 1 => #krate::__private::counts_if(&__ratelimit_outcome, closure), // count_if
 //                 _ => true,
 //             })
@@ -300,9 +310,6 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
 //         __ratelimit_outcome
 //
 // Under `#[async_trait]`, `guarded_counted` does the same around the body's future.
-// Under `#[async_trait]` (where `decision` is refused), the block makes
-// `(__ratelimit, owned_limiter(#limiter))` for `guarded_stack`, as the plain form does for
-// `guarded`.
 fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
     if let Some(error) = decision_error(limits, &function) {
         let mut output = as_written(function.into_token_stream());
@@ -353,74 +360,67 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
     let limiter = limiter(&krate, limits);
     let wait_option = wait_option(&krate, limits.wait);
     let denied = Denied::at(&krate, output_span);
-    if limits.limits.iter().any(Args::counts_by_outcome) {
-        let outcome = Ident::new("__ratelimit_outcome", Span::mixed_site());
-        let fn_body = match flavor {
-            Flavor::Async => {
-                let deny = denied.call(&local);
-                let counts = counts(&krate, limits, &quote! { &#outcome });
-                // The block's type, from its first `return` (as `#[async_trait]` does), so that
-                // the body's values coerce to the return type as they did in the function
-                // (`Ok(&self.name)` for a `Result<&str, E>`); not for an `impl Trait`, which
-                // cannot be named there (its body's values need no coercion).
-                let typed = match &sig.output {
-                    syn::ReturnType::Type(_, ty) if !mentions_impl(ty.to_token_stream()) => {
-                        let ret = Ident::new("__ratelimit_return", Span::mixed_site());
-                        quote! {
-                            if let ::core::option::Option::Some(#ret) =
-                                ::core::option::Option::None::<#ty>
-                            {
-                                #[allow(unreachable_code)]
-                                return #ret;
-                            }
+    let counting = limits.limits.iter().any(Args::counts_by_outcome);
+    let outcome = Ident::new("__ratelimit_outcome", Span::mixed_site());
+    let fn_body = match (flavor, counting) {
+        (Flavor::Async, true) => {
+            let deny = denied.call(&local);
+            let counts = counts(&krate, limits, &quote! { &#outcome });
+            // The block's type, from its first `return` (as `#[async_trait]` does), so that
+            // the body's values coerce to the return type as they did in the function
+            // (`Ok(&self.name)` for a `Result<&str, E>`); not for an `impl Trait`, which
+            // cannot be named there (its body's values need no coercion).
+            let typed = match &sig.output {
+                syn::ReturnType::Type(_, ty) if !mentions_impl(ty.to_token_stream()) => {
+                    let ret = Ident::new("__ratelimit_return", Span::mixed_site());
+                    quote! {
+                        if let ::core::option::Option::Some(#ret) =
+                            ::core::option::Option::None::<#ty>
+                        {
+                            #[allow(unreachable_code)]
+                            return #ret;
                         }
                     }
-                    _ => TokenStream::new(),
+                }
+                _ => TokenStream::new(),
+            };
+            let decision = limits.decision.as_ref().map(|decision| {
+                quote! { let #decision: &#krate::Decisions = #local.decisions(); }
+            });
+            braces(quote! {
+                let #local = {
+                    #stack
+                    match #krate::__private::admit_stack(#limiter, #local).await {
+                        ::core::result::Result::Ok(#local) => #local,
+                        ::core::result::Result::Err(#local) => return #deny,
+                    }
                 };
-                let decision = limits.decision.as_ref().map(|decision| {
-                    quote! { let #decision: &#krate::Decisions = #local.decisions(); }
-                });
-                braces(quote! {
-                    let #local = {
+                #decision
+                // The body in braces of its own within the block: its inner attributes
+                // (`#![allow(..)]`) stay where rustc takes them.
+                let #outcome = async { #typed #body }.await;
+                #local.settle(#counts).await;
+                #outcome
+            })
+        }
+        (Flavor::AsyncTrait, true) => {
+            let deny = &denied.path;
+            let index = Ident::new("__ratelimit_index", Span::mixed_site());
+            let counts = counts(&krate, limits, &outcome.to_token_stream());
+            let counts = quote! { |#outcome, #index| (#counts)(#index) };
+            braces(quote! {
+                ::std::boxed::Box::pin(#krate::__private::guarded_counted(
+                    {
                         #stack
-                        match #krate::__private::admit_stack(#limiter, #local).await {
-                            ::core::result::Result::Ok(#local) => #local,
-                            ::core::result::Result::Err(#local) => return #deny,
-                        }
-                    };
-                    #decision
-                    // The body in braces of its own within the block: its inner attributes
-                    // (`#![allow(..)]`) stay where rustc takes them.
-                    let #outcome = async { #typed #body }.await;
-                    #local.settle(#counts).await;
-                    #outcome
-                })
-            }
-            Flavor::AsyncTrait => {
-                let deny = &denied.path;
-                let index = Ident::new("__ratelimit_index", Span::mixed_site());
-                let counts = counts(&krate, limits, &outcome.to_token_stream());
-                let counts = quote! { |#outcome, #index| (#counts)(#index) };
-                braces(quote! {
-                    ::std::boxed::Box::pin(#krate::__private::guarded_counted(
-                        {
-                            #stack
-                            (#local, #krate::__private::owned_limiter(#limiter))
-                        },
-                        #deny,
-                        #body,
-                        #counts,
-                    ))
-                })
-            }
-        };
-        return quote! {
-            #(#attrs)*
-            #vis #defaultness #sig #fn_body
-        };
-    }
-    let fn_body = match flavor {
-        Flavor::Async => {
+                        (#local, #krate::__private::owned_limiter(#limiter))
+                    },
+                    #deny,
+                    #body,
+                    #counts,
+                ))
+            })
+        }
+        (Flavor::Async, false) => {
             let deny = denied.call(&local);
             let check = match limits.wait {
                 None => quote! { #krate::__private::check_stack(#limiter, #local).await },
@@ -452,7 +452,7 @@ fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
                 }),
             }
         }
-        Flavor::AsyncTrait => {
+        (Flavor::AsyncTrait, false) => {
             let deny = &denied.path;
             braces(quote! {
                 ::std::boxed::Box::pin(#krate::__private::guarded_stack(
@@ -522,15 +522,6 @@ fn decision_error(limits: &Limits, function: &AsyncFn) -> Option<syn::Error> {
 /// closure, where a parameter of another type is reported.
 fn counts(krate: &TokenStream, limits: &Limits, outcome: &TokenStream) -> TokenStream {
     let index = Ident::new("__ratelimit_index", Span::mixed_site());
-    // `path(outcome)` reported from `from` to `to`: the path's first tokens there, the
-    // argument (its hygiene kept) and the parentheses at `to`.
-    let call = |path: TokenStream, [from, to]: [Span; 2], rest: TokenStream| {
-        let path = respan(path, from);
-        let argument = relocated(outcome.clone(), to);
-        let mut arguments = Group::new(Delimiter::Parenthesis, quote! { #argument #rest });
-        arguments.set_span(to);
-        quote! { #path #arguments }
-    };
     let is_ok = || {
         quote! {
             {
@@ -549,12 +540,16 @@ fn counts(krate: &TokenStream, limits: &Limits, outcome: &TokenStream) -> TokenS
             }
             Count::Ok => is_ok(),
             Count::If(closure) => {
-                let spans = first_and_last_spans(closure.to_token_stream());
-                call(
-                    quote! { #krate::__private::counts_if },
-                    spans,
-                    quote! { , #closure },
-                )
+                // Reported from the closure's first token to its last, where a parameter of
+                // another type is wrong: the path there, the argument and parentheses at the
+                // last.
+                let [first, last] = first_and_last_spans(closure.to_token_stream());
+                let path = respan(quote! { #krate::__private::counts_if }, first);
+                let argument = relocate(outcome.clone(), last);
+                let mut arguments =
+                    Group::new(Delimiter::Parenthesis, quote! { #argument, #closure });
+                arguments.set_span(last);
+                quote! { #path #arguments }
             }
         };
         Some(quote! { #i => #counted, })
@@ -565,24 +560,6 @@ fn counts(krate: &TokenStream, limits: &Limits, outcome: &TokenStream) -> TokenS
             _ => true,
         }
     }
-}
-
-/// `tokens` located at `span`, each keeping its own hygiene (what its names resolve to).
-fn relocated(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut tree| {
-            let located = tree.span().located_at(span);
-            if let proc_macro2::TokenTree::Group(group) = &tree {
-                let mut inner = Group::new(group.delimiter(), relocated(group.stream(), span));
-                inner.set_span(located);
-                tree = proc_macro2::TokenTree::Group(inner);
-            } else {
-                tree.set_span(located);
-            }
-            tree
-        })
-        .collect()
 }
 
 /// Whether `tokens` (a return type) hold `impl`, at any depth.

@@ -15,13 +15,25 @@ pub(crate) fn first_and_last_spans(tokens: TokenStream) -> [Span; 2] {
 
 /// `tokens` with every span set to `span`, so that rustc reports an error about them there.
 pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    map_spans(tokens, &|_| span)
+}
+
+/// `tokens` located at `span`, each keeping its own hygiene (what its names resolve to: a
+/// local of the expansion stays the expansion's), so that rustc reports them there.
+pub(crate) fn relocate(tokens: TokenStream, span: Span) -> TokenStream {
+    map_spans(tokens, &|own: Span| own.located_at(span))
+}
+
+/// `tokens` with each span replaced by `new` of it, at any depth.
+fn map_spans(tokens: TokenStream, new: &dyn Fn(Span) -> Span) -> TokenStream {
     tokens
         .into_iter()
         .map(|mut tree| {
+            let span = new(tree.span());
             if let TokenTree::Group(group) = &tree {
-                let mut respanned = Group::new(group.delimiter(), respan(group.stream(), span));
-                respanned.set_span(span);
-                tree = TokenTree::Group(respanned);
+                let mut mapped = Group::new(group.delimiter(), map_spans(group.stream(), new));
+                mapped.set_span(span);
+                tree = TokenTree::Group(mapped);
             } else {
                 tree.set_span(span);
             }
