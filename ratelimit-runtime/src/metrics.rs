@@ -73,20 +73,20 @@ pub(crate) fn checked(scope: Option<&str>, admitted: Option<bool>, elapsed: Dura
 
 /// A shadow limit would have denied a call.
 pub(crate) fn shadow_denied(scope: Option<&str>) {
-    let labels = labels(scope);
-    ::metrics::with_recorder(|recorder| {
-        recorder
-            .register_counter(&Key::from_static_parts(SHADOW_DENIED, labels), &METADATA)
-            .increment(1);
-    });
+    increment(SHADOW_DENIED, scope);
 }
 
 /// The store could not answer: the failure policy did.
 pub(crate) fn policy_answered(scope: Option<&str>) {
+    increment(POLICY_ANSWERED, scope);
+}
+
+/// Adds one to the counter `name` of `scope`.
+fn increment(name: &'static str, scope: Option<&str>) {
     let labels = labels(scope);
     ::metrics::with_recorder(|recorder| {
         recorder
-            .register_counter(&Key::from_static_parts(POLICY_ANSWERED, labels), &METADATA)
+            .register_counter(&Key::from_static_parts(name, labels), &METADATA)
             .increment(1);
     });
 }
