@@ -228,12 +228,13 @@ async fn racing_callers_in_a_cluster_never_exceed_and_leave_no_denied_call() {
         let held: u64 = connection.zcard(format!("{prefix}{key}")).await.unwrap();
         assert_eq!(held, 50, "{key}");
     }
-    // Across slots: reservations may deny racing calls, never admit above the threshold, and
-    // every refund has landed when the last call returns.
+    // Across slots: reservations may deny racing calls (even all of them: each slot admits
+    // the first 50 it sees, and the two fifties may be different calls), never admit above
+    // the threshold, and every refund has landed when the last call returns.
     let (first, second) = keys_on_two_masters(&cluster, &prefix, "split:");
     let admitted = race(&limiters, &first, &second).await;
     println!("across slots: {admitted} of 400 admitted (at most 50)");
-    assert!((1..=50).contains(&admitted), "{admitted} admitted");
+    assert!(admitted <= 50, "{admitted} admitted");
     for key in [&first, &second] {
         let held: u64 = connection.zcard(format!("{prefix}{key}")).await.unwrap();
         assert_eq!(held, admitted, "{key} holds exactly the admitted calls");
