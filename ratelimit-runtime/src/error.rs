@@ -32,10 +32,11 @@ pub enum RateLimitError {
     #[error("invalid rate limiter configuration: {0}")]
     InvalidConfig(Cow<'static, str>),
     /// The call costs more than any window of its limit can ever admit: `cost` above `max`,
-    /// the limit's threshold or [`MAX_COST`](crate::MAX_COST), whichever is lower. Not a
+    /// the limit's threshold, or for a sliding window log [`MAX_COST`](crate::MAX_COST) if
+    /// that is lower (a sliding window counter takes any cost up to its threshold). Not a
     /// denial: retrying never helps (the `axum` and `actix-web` features answer 400).
     #[error(
-        "a call of cost {cost} can never be admitted: a call may cost at most {max} (the limit's threshold, capped at {cap})",
+        "a call of cost {cost} can never be admitted: a call may cost at most {max} (the limit's threshold; at most {cap} under a sliding window log)",
         cap = crate::limit::MAX_COST
     )]
     CostTooHigh {
@@ -48,9 +49,14 @@ pub enum RateLimitError {
 
 impl RateLimitError {
     /// [`RateLimitError::CostTooHigh`] for a call of `cost` under `rate`, if it is one:
-    /// `cost` above the threshold or [`MAX_COST`](crate::MAX_COST).
+    /// `cost` above the threshold, or for a sliding window log above
+    /// [`MAX_COST`](crate::MAX_COST).
     pub(crate) fn cost_too_high(cost: u64, rate: Rate) -> Option<RateLimitError> {
-        let max = rate.threshold().min(u64::from(crate::limit::MAX_COST));
+        let max = if rate.is_counter() {
+            rate.threshold()
+        } else {
+            rate.threshold().min(u64::from(crate::limit::MAX_COST))
+        };
         (cost > max).then_some(RateLimitError::CostTooHigh { cost, max })
     }
 

@@ -149,7 +149,7 @@ pub use limit::{Limit, MAX_COST};
 pub use limiter::Limiter;
 pub use permit::Permit;
 pub use policy::FailurePolicy;
-pub use rate::Rate;
+pub use rate::{Algorithm, Rate};
 
 #[cfg(feature = "axum")]
 pub mod axum;

@@ -12,7 +12,9 @@ use crate::rate::Rate;
 /// The most a sliding window log lets one call cost: 10,000. The log records a call of cost
 /// `c` as `c` entries (in Redis, `c` members of the key's sorted set), so a call's work and
 /// memory grow with its cost; above this, a call is answered
-/// [`RateLimitError::CostTooHigh`](crate::RateLimitError::CostTooHigh), never admitted.
+/// [`RateLimitError::CostTooHigh`](crate::RateLimitError::CostTooHigh), never admitted. A
+/// [sliding window counter](crate::Algorithm::SlidingWindowCounter) adds a cost to a count,
+/// and takes any cost up to its threshold.
 pub const MAX_COST: u32 = 10_000;
 
 /// One limit of a check of several ([`Limiter::check_all`](crate::Limiter::check_all)): a
@@ -61,8 +63,8 @@ impl<'a> Limit<'a> {
     /// The same limit for a call of cost `cost`: admitted iff the window's recorded cost plus
     /// `cost` stays within the threshold, and then recorded as `cost` admissions. A cost of 0
     /// is always admitted (even where another rate of the key lowered the threshold) and
-    /// records nothing; a cost above the threshold or [`MAX_COST`] is
-    /// never admitted (the check fails with
+    /// records nothing; a cost above the threshold (or, for a sliding window log, above
+    /// [`MAX_COST`]) is never admitted (the check fails with
     /// [`RateLimitError::CostTooHigh`](crate::RateLimitError::CostTooHigh)).
     #[must_use]
     pub fn with_cost(mut self, cost: u32) -> Limit<'a> {

@@ -1,4 +1,5 @@
-//! [`Rate`]: how many admissions one key may have within a sliding window.
+//! [`Rate`]: how many admissions one key may have within a sliding window, and the
+//! [`Algorithm`] that counts them.
 
 use std::fmt;
 use std::time::Duration;
@@ -9,6 +10,11 @@ use std::time::Duration;
 /// happened in the half-open window `(now - period, now]`; an admission at `t` stops counting at
 /// exactly `t + period` (see [`Limiter`](crate::Limiter) for the algorithm).
 ///
+/// That is the rule of the default algorithm, the exact [sliding window
+/// log](Algorithm::SlidingWindowLog); [`with_algorithm`](Rate::with_algorithm) chooses the
+/// [sliding window counter](Algorithm::SlidingWindowCounter), which keeps two counts per key
+/// instead of one entry per admission and bounds a rolling window by `2 * threshold - 1`.
+///
 /// Invalid rates are unrepresentable: the threshold is in `1..=2^32 - 1` admissions and the period
 /// is a whole number of microseconds in `1 ms..=100 years` (100 Julian years, so that a Redis
 /// score, microseconds since the Unix epoch, plus a period stays an exact integer in a `f64`).
@@ -17,7 +23,66 @@ use std::time::Duration;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rate {
     threshold: u32,
+    algorithm: Algorithm,
     period_us: u64,
+}
+
+/// How a [`Rate`] counts a key's admissions. Both admit a call only when its cost fits the
+/// threshold, record nothing for a denied call, and answer with an exact retry-after (for
+/// the counter: exact for its estimate); they differ in memory and in what a window may hold.
+///
+/// | | sliding window log | sliding window counter |
+/// | --- | --- | --- |
+/// | state per key | one entry per admission in the window (a sorted set member in Redis) | two counts and a window index (one small hash in Redis) |
+/// | cost of a call | `O(cost)`, at most [`MAX_COST`](crate::MAX_COST) | `O(1)`, up to the threshold |
+/// | any rolling window of length `period` | at most `threshold` | at most `threshold + ⌊threshold · f⌋ ≤ 2 · threshold − 1` |
+/// | any fixed window (aligned to multiples of `period` since the Unix epoch) | at most `threshold` | at most `threshold` |
+///
+/// (`f` is the fraction of its fixed window at which the rolling window ends.) The two keep
+/// their state under different keys: changing a limit's algorithm starts it afresh.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// The exact sliding window log (the default): a call at `now` is admitted iff the
+    /// admissions recorded in `(now − period, now]` plus its cost stay within the threshold.
+    /// Every admission is an entry of its own, kept until it leaves the window.
+    #[default]
+    SlidingWindowLog,
+    /// The sliding window counter: two fixed windows of length `period` per key, aligned to
+    /// multiples of `period` since the Unix epoch, counting the admissions of the current
+    /// one (`cur`) and of the one before (`prev`). At `e` microseconds into the current window
+    /// (`P` the period in microseconds, `T` the threshold), a call of cost `c` is admitted iff
+    /// `prev · (P − e) + (cur + c) · P ≤ T · P`, in exact integers: the previous window's
+    /// count weighted by the part of it the rolling window still covers, as if its admissions
+    /// were spread evenly. Constant memory whatever the threshold and cost; a rolling window
+    /// holds at most `2 · T − 1` (see the table above).
+    ///
+    /// The design is Cloudflare's ("How we built rate limiting capable of scaling to
+    /// millions of domains", 2017) and the `limits` library's sliding window counter; the
+    /// bound is proven in `ratelimit-runtime/src/store/counter.rs`.
+    SlidingWindowCounter,
+}
+
+impl Algorithm {
+    /// The algorithm's name as the attribute spells it: `sliding_window_log` or
+    /// `sliding_window_counter`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Algorithm::SlidingWindowLog => "sliding_window_log",
+            Algorithm::SlidingWindowCounter => "sliding_window_counter",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    /// `sliding window log` or `sliding window counter`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Algorithm::SlidingWindowLog => "sliding window log",
+            Algorithm::SlidingWindowCounter => "sliding window counter",
+        })
+    }
 }
 
 impl Rate {
@@ -64,8 +129,37 @@ impl Rate {
         let period_us = period.as_micros() as u64;
         Ok(Rate {
             threshold: threshold as u32,
+            algorithm: Algorithm::SlidingWindowLog,
             period_us,
         })
+    }
+
+    /// The same rate counted by `algorithm` (a rate starts as a
+    /// [sliding window log](Algorithm::SlidingWindowLog)). Usable in a `const` item.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit_runtime::{Algorithm, Rate};
+    ///
+    /// const HOURLY: Rate = Rate::new_const(100_000, Duration::from_secs(3_600))
+    ///     .with_algorithm(Algorithm::SlidingWindowCounter);
+    /// assert_eq!(HOURLY.algorithm(), Algorithm::SlidingWindowCounter);
+    /// assert_eq!(HOURLY.to_string(), "100000 per 3600s (sliding window counter)");
+    /// ```
+    #[must_use]
+    pub const fn with_algorithm(self, algorithm: Algorithm) -> Rate {
+        Rate { algorithm, ..self }
+    }
+
+    /// The algorithm that counts the rate's admissions.
+    #[must_use]
+    pub const fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// `true` for a [sliding window counter](Algorithm::SlidingWindowCounter).
+    pub(crate) const fn is_counter(&self) -> bool {
+        matches!(self.algorithm, Algorithm::SlidingWindowCounter)
     }
 
     /// How many admissions the window holds at most (`1..=2^32 - 1`).
@@ -86,15 +180,25 @@ impl Rate {
     }
 }
 
+/// `Rate(2 per 30s)`; a counter's says so: `Rate(2 per 30s, sliding window counter)`.
 impl fmt::Debug for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Rate({} per {:?})", self.threshold, self.period())
+        write!(f, "Rate({} per {:?}", self.threshold, self.period())?;
+        if self.is_counter() {
+            write!(f, ", {}", self.algorithm)?;
+        }
+        f.write_str(")")
     }
 }
 
+/// `2 per 30s`; a counter's says so: `2 per 30s (sliding window counter)`.
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} per {:?}", self.threshold, self.period())
+        write!(f, "{} per {:?}", self.threshold, self.period())?;
+        if self.is_counter() {
+            write!(f, " ({})", self.algorithm)?;
+        }
+        Ok(())
     }
 }
 

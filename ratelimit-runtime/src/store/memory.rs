@@ -13,6 +13,7 @@ use hashbrown::HashTable;
 use siphasher::sip::SipHasher13;
 use smol_str::SmolStr;
 
+use super::counter::{self, Counts, Window};
 use crate::clock;
 use crate::decision::Decision;
 use crate::limit::LimitRef;
@@ -59,6 +60,9 @@ struct Padded(Mutex<Shard>);
 struct Shard {
     /// The logs, placed by the hash of their key (computed once per check, by the store).
     logs: HashTable<Entry>,
+    /// The sliding window counters, placed as the logs (a key may have both: they are
+    /// apart, as in Redis, where the counter's key has a suffix of its own).
+    counters: HashTable<CounterEntry>,
     /// Checks since the last sweep.
     checks_since_sweep: usize,
     /// The keys the last sweep kept: the next sweep is due after as many checks (at least 64).
@@ -82,6 +86,7 @@ impl Default for Shard {
     fn default() -> Shard {
         Shard {
             logs: HashTable::new(),
+            counters: HashTable::new(),
             checks_since_sweep: 0,
             kept: 0,
             soonest: Now::NEVER,
@@ -109,6 +114,69 @@ struct Log {
     expires_at: u64,
     /// The wall clock (µs) a period after the latest admission was made.
     idle_at: u64,
+}
+
+/// One key's sliding window counter (see `counter.rs`): no allocation beyond the key's.
+struct CounterEntry {
+    key: SmolStr,
+    counter: Counter,
+}
+
+/// A key's two fixed windows, kept for one period.
+struct Counter {
+    counts: Counts,
+    /// The period (µs) the counts were kept for: a check of another one starts afresh.
+    period: u64,
+    /// When the counts stop mattering (µs, on the checks' clock): the end of the window
+    /// after the current one.
+    expires_at: u64,
+    /// The wall clock (µs) two periods after the latest admission was made.
+    idle_at: u64,
+}
+
+impl Counter {
+    /// `counter`'s windows (`None`: a key without one) for `rate` at `now`.
+    fn window(counter: Option<&Counter>, rate: Rate, now: u64) -> Window {
+        let counts = counter
+            .filter(|counter| counter.period == rate.period_us())
+            .map(|counter| counter.counts);
+        Window::at(counts, rate, now)
+    }
+
+    /// The verdict on a call of `cost` in `window` (a cost of 0 always fits); admitted, the
+    /// call is added to `window`.
+    fn verdict(window: &mut Window, cost: u32) -> Verdict {
+        let cost = u64::from(cost);
+        if cost == 0 || window.fits(cost) {
+            let remaining = window.remaining() - cost;
+            window.admit(cost);
+            Verdict::admitted(remaining, window.reset_after())
+        } else {
+            Verdict::denied(window.retry_after(cost), window.reset_after())
+        }
+    }
+
+    /// Keeps `window`'s counts, in which a call was admitted at `now`.
+    fn record(counter: &mut Counter, window: &Window, rate: Rate, now: Now) {
+        counter.counts = window.counts();
+        counter.period = rate.period_us();
+        counter.expires_at = counter.expires_at.max(window.expires_at());
+        counter.idle_at = counter
+            .idle_at
+            .max(now.wall.saturating_add(2 * rate.period_us()));
+    }
+
+    /// A counter that holds nothing yet.
+    const EMPTY: Counter = Counter {
+        counts: Counts {
+            index: 0,
+            prev: 0,
+            cur: 0,
+        },
+        period: 0,
+        expires_at: 0,
+        idle_at: 0,
+    };
 }
 
 /// The time of a check: the one it is checked at, and the wall clock's.
@@ -219,6 +287,15 @@ impl MemoryStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let threshold = rate.threshold();
+        if rate.is_counter() {
+            let window = Counter::window(shard.find_counter(hash, key).as_deref(), rate, now);
+            let reset_after = micros(window.reset_after());
+            return if window.fits(1) {
+                Decision::admitted(threshold, window.remaining(), reset_after)
+            } else {
+                Decision::denied(threshold, micros(window.retry_after(1)), reset_after)
+            };
+        }
         match shard.find(hash, key) {
             Some(log) => log.peek(rate, now),
             None => Decision::admitted(threshold, threshold, Duration::ZERO),
@@ -230,14 +307,16 @@ impl MemoryStore {
         let mut removed = 0;
         for shard in &self.shards {
             let mut shard = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
-            let before = shard.logs.len();
+            let before = shard.len();
             shard.logs.retain(|entry| !forget(&entry.key));
-            removed += before - shard.logs.len();
+            shard.counters.retain(|entry| !forget(&entry.key));
+            removed += before - shard.len();
         }
         removed
     }
 
-    /// Forgets `key`: its log, every admission of every rate that shares it.
+    /// Forgets `key`: its log, every admission of every rate that shares it, and its
+    /// counter.
     pub(crate) fn remove(&self, key: &str) {
         let hash = self.hash(key);
         let mut shard = self.shards[self.shard_index(hash)]
@@ -245,6 +324,9 @@ impl MemoryStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if let Ok(entry) = shard.logs.find_entry(hash, |entry| *entry.key == *key) {
+            entry.remove();
+        }
+        if let Ok(entry) = shard.counters.find_entry(hash, |entry| *entry.key == *key) {
             entry.remove();
         }
     }
@@ -260,7 +342,14 @@ impl MemoryStore {
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(log) = shard.find(hash, limit.key) {
+        if limit.rate.is_counter() {
+            if let Some(counter) = shard.find_counter(hash, limit.key)
+                && counter.period == limit.rate.period_us()
+            {
+                let cost = u64::from(limit.cost);
+                counter.counts = counter::refund(counter.counts, limit.rate, at, cost);
+            }
+        } else if let Some(log) = shard.find(hash, limit.key) {
             log.remove(limit.cost, at);
         }
     }
@@ -345,12 +434,21 @@ impl MemoryStore {
         for (limit, &hash) in limits.iter().zip(&hashes) {
             let shard = locked(&mut shards, self.shard_index(hash));
             let mut count = 0;
-            let verdict = match shard.find(hash, limit.key) {
-                Some(log) => {
+            let found = if limit.rate.is_counter() {
+                shard.find_counter(hash, limit.key).map(|counter| {
+                    let mut window = Counter::window(Some(&*counter), limit.rate, now.at);
+                    count = limit.rate.threshold() - window.remaining();
+                    Counter::verdict(&mut window, limit.cost)
+                })
+            } else {
+                shard.find(hash, limit.key).map(|log| {
                     log.evict(limit.rate.period_us(), now.at);
                     count = log.admissions.len() as u64;
                     log.verdict(limit.rate, limit.cost, now.at)
-                }
+                })
+            };
+            let verdict = match found {
+                Some(verdict) => verdict,
                 None => {
                     let index = self.shard_index(hash);
                     let taken = new_keys
@@ -358,9 +456,7 @@ impl MemoryStore {
                         .find(|(i, _)| *i == index)
                         .map_or(0, |(_, n)| *n);
                     let capacity = self.shard_capacity.saturating_sub(taken);
-                    if limit.cost > 0
-                        && shard.logs.len() >= capacity
-                        && !shard.make_room(now, capacity)
+                    if limit.cost > 0 && shard.len() >= capacity && !shard.make_room(now, capacity)
                     {
                         self.deny_for_capacity(limit.rate)
                     } else {
@@ -370,7 +466,12 @@ impl MemoryStore {
                                 None => new_keys.push((index, 1)),
                             }
                         }
-                        Log::new().verdict(limit.rate, limit.cost, now.at)
+                        if limit.rate.is_counter() {
+                            let mut window = Counter::window(None, limit.rate, now.at);
+                            Counter::verdict(&mut window, limit.cost)
+                        } else {
+                            Log::new().verdict(limit.rate, limit.cost, now.at)
+                        }
                     }
                 }
             };
@@ -383,6 +484,12 @@ impl MemoryStore {
             for ((limit, &hash), verdict) in limits.iter().zip(&hashes).zip(&mut verdicts) {
                 if verdict.is_admitted() && limit.cost > 0 {
                     let shard = locked(&mut shards, self.shard_index(hash));
+                    if limit.rate.is_counter() {
+                        let counter = shard.find_counter(hash, limit.key);
+                        let mut window = Counter::window(counter.as_deref(), limit.rate, now.at);
+                        *verdict = Counter::verdict(&mut window, 0);
+                        continue;
+                    }
                     *verdict = match shard.find(hash, limit.key) {
                         Some(log) => log.verdict(limit.rate, 0, now.at),
                         None => Log::new().verdict(limit.rate, 0, now.at),
@@ -392,8 +499,14 @@ impl MemoryStore {
         }
         if admitted && record {
             for (limit, &hash) in limits.iter().zip(&hashes) {
-                if limit.cost > 0 {
-                    locked(&mut shards, self.shard_index(hash))
+                let shard = locked(&mut shards, self.shard_index(hash));
+                if limit.cost > 0 && limit.rate.is_counter() {
+                    let counter = shard.counter_of(&self.hasher, hash, limit.key);
+                    let mut window = Counter::window(Some(&*counter), limit.rate, now.at);
+                    window.admit(u64::from(limit.cost));
+                    Counter::record(counter, &window, limit.rate, now);
+                } else if limit.cost > 0 {
+                    shard
                         .log_of(&self.hasher, hash, limit.key)
                         .record(limit.rate, limit.cost, now);
                 }
@@ -461,14 +574,7 @@ impl MemoryStore {
     pub(crate) fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| {
-                shard
-                    .0
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .logs
-                    .len()
-            })
+            .map(|shard| shard.0.lock().unwrap_or_else(PoisonError::into_inner).len())
             .sum()
     }
 
@@ -492,16 +598,83 @@ impl Shard {
         now: Now,
         capacity: usize,
     ) -> Option<Verdict> {
+        if rate.is_counter() {
+            return self.check_counter(hasher, hash, key, rate, now, capacity);
+        }
         if let Some(log) = self.find(hash, key) {
             return Some(log.check(rate, now));
         }
-        if self.logs.len() >= capacity && !self.make_room(now, capacity) {
+        if self.len() >= capacity && !self.make_room(now, capacity) {
             return None;
         }
         let mut log = Log::new();
         let verdict = log.check(rate, now);
         self.insert(hasher, hash, key, log);
         Some(verdict)
+    }
+
+    /// [`check`](Shard::check) of a sliding window counter.
+    fn check_counter(
+        &mut self,
+        hasher: &SipHasher13,
+        hash: u64,
+        key: &str,
+        rate: Rate,
+        now: Now,
+        capacity: usize,
+    ) -> Option<Verdict> {
+        if let Some(counter) = self.find_counter(hash, key) {
+            let mut window = Counter::window(Some(&*counter), rate, now.at);
+            let verdict = Counter::verdict(&mut window, 1);
+            if verdict.is_admitted() {
+                Counter::record(counter, &window, rate, now);
+            }
+            return Some(verdict);
+        }
+        if self.len() >= capacity && !self.make_room(now, capacity) {
+            return None;
+        }
+        let mut window = Counter::window(None, rate, now.at);
+        let verdict = Counter::verdict(&mut window, 1);
+        let mut counter = Counter::EMPTY;
+        Counter::record(&mut counter, &window, rate, now);
+        self.insert_counter(hasher, hash, key, counter);
+        Some(verdict)
+    }
+
+    /// The keys the shard holds: its logs and its counters.
+    fn len(&self) -> usize {
+        self.logs.len() + self.counters.len()
+    }
+
+    /// The counter of `key`, whose hash is `hash`, if the shard holds it.
+    #[inline]
+    fn find_counter(&mut self, hash: u64, key: &str) -> Option<&mut Counter> {
+        self.counters
+            .find_mut(hash, |entry| *entry.key == *key)
+            .map(|entry| &mut entry.counter)
+    }
+
+    /// The counter of `key`, made empty now if the shard holds none (the caller has made sure
+    /// of the room).
+    fn counter_of(&mut self, hasher: &SipHasher13, hash: u64, key: &str) -> &mut Counter {
+        if self.find_counter(hash, key).is_none() {
+            self.insert_counter(hasher, hash, key, Counter::EMPTY);
+        }
+        self.find_counter(hash, key)
+            .expect("the counter was inserted just above")
+    }
+
+    /// Adds `key`'s `counter`, which the shard does not hold.
+    fn insert_counter(&mut self, hasher: &SipHasher13, hash: u64, key: &str, counter: Counter) {
+        self.soonest.at = self.soonest.at.min(counter.expires_at);
+        self.soonest.wall = self.soonest.wall.min(counter.idle_at);
+        let entry = CounterEntry {
+            key: SmolStr::new(key),
+            counter,
+        };
+        self.counters
+            .insert_unique(hash, entry, |entry| self::hash(hasher, &entry.key));
     }
 
     /// The log of `key`, whose hash is `hash`, if the shard holds it.
@@ -543,7 +716,7 @@ impl Shard {
             let freed = self.sweep(now);
             self.starved = freed < enough;
         }
-        self.logs.len() < capacity
+        self.len() < capacity
     }
 
     /// Sweeps when due; `true` when it did.
@@ -566,7 +739,7 @@ impl Shard {
     fn sweep(&mut self, now: Now) -> usize {
         self.checks_since_sweep = 0;
         self.starved = false;
-        let before = self.logs.len();
+        let before = self.len();
         if self.may_hold_expired(now) {
             #[cfg(test)]
             {
@@ -582,9 +755,18 @@ impl Shard {
                 }
                 keep
             });
+            self.counters.retain(|entry| {
+                let counter = &entry.counter;
+                let keep = counter.expires_at > now.at || counter.idle_at > now.wall;
+                if keep {
+                    soonest.at = soonest.at.min(counter.expires_at);
+                    soonest.wall = soonest.wall.min(counter.idle_at);
+                }
+                keep
+            });
             self.soonest = soonest;
         }
-        self.kept = self.logs.len();
+        self.kept = self.len();
         before - self.kept
     }
 }
