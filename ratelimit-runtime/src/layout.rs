@@ -4,6 +4,11 @@
 //! directions share ([`push_untagged`]). The keys themselves are built by
 //! `__private::Stack::push` (README "Several limits, costs, tiers" lays them out).
 
+/// What a sliding window counter's key has after the key its limit names, in Redis: the
+/// counter is a hash, the log a sorted set, and one key cannot hold both (`WRONGTYPE`). The
+/// in-process store keeps the two apart without it.
+pub(crate) const COUNTER_SUFFIX: &str = ":swc";
+
 /// Appends `text` to `out` with its braces written as parentheses: before a key's hash tag, a
 /// `{` (a closure's `{{closure}}` in a function's path) would make Redis Cluster take another
 /// tag.
@@ -86,8 +91,18 @@ impl<'a> ScopeKeys<'a> {
         }
     }
 
-    /// Whether `stored` (a key before the Redis prefix) is one of the scope and key's logs.
+    /// Whether `stored` (a key before the Redis prefix) is one of the scope and key's logs,
+    /// or the counter of one (the same key with [`COUNTER_SUFFIX`] after it; a key is not
+    /// told apart from a log whose key ends so, as a caller's key `alice:swc`).
     pub(crate) fn matches(&self, stored: &str) -> bool {
+        self.matches_log(stored)
+            || stored
+                .strip_suffix(COUNTER_SUFFIX)
+                .is_some_and(|log| self.matches_log(log))
+    }
+
+    /// Whether `stored` is one of the scope and key's logs.
+    fn matches_log(&self, stored: &str) -> bool {
         if stored == self.plain {
             return true;
         }

@@ -331,7 +331,7 @@ impl Shared {
     fn parts_of(&self, limits: &[LimitRef<'_>]) -> Vec<(usize, Vec<usize>)> {
         let mut parts: Vec<(usize, Vec<usize>)> = Vec::new();
         for (i, limit) in limits.iter().enumerate() {
-            let part = self.store.part(limit.key);
+            let part = self.store.part_of(*limit);
             match parts.iter_mut().find(|(p, _)| *p == part) {
                 Some((_, members)) => members.push(i),
                 None => parts.push((part, vec![i])),

@@ -77,7 +77,7 @@ impl Shared {
         at: Option<u64>,
         timer: Timer,
     ) -> Next {
-        match self.health.route(|| self.store.part(limit.key)) {
+        match self.health.route(|| self.store.part_of(limit)) {
             Route::Store(probe) => Next::Remote { probe },
             Route::Policy(error) => {
                 let result = self.answer_by_policy(scope, limit, at, error);

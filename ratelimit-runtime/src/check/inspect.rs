@@ -40,8 +40,9 @@ impl Shared {
             store.peek(key, rate, at)
         } else {
             let owned = key.to_owned();
+            let part = self.store.part_of(LimitRef { key, rate, cost: 1 });
             let outcome = self
-                .remote_op(key, move |shared| async move {
+                .remote_op(part, move |shared| async move {
                     let limit = LimitRef {
                         key: &owned,
                         rate,
@@ -75,7 +76,7 @@ impl Shared {
             return Ok(());
         }
         let owned = key.to_owned();
-        self.remote_op(key, move |shared| async move {
+        self.remote_op(self.store.part(key), move |shared| async move {
             shared.store.reset(&owned).await
         })
         .await
@@ -103,13 +104,13 @@ impl Shared {
             .map_err(RateLimitError::Unavailable)
     }
 
-    /// Runs `op` on the store for `key`, as a check's remote leg runs: through the key's
+    /// Runs `op` on the store's `part`, as a check's remote leg runs: through the part's
     /// circuit breaker (its open breaker answers at once), and handed to the runtime when its
     /// caller stops waiting, so that its outcome still reaches the breakers. Outside a runtime,
     /// or for an unusable store, the error, with nothing settled.
     pub(super) async fn remote_op<T, F, Op>(
         self: &Arc<Self>,
-        key: &str,
+        part: usize,
         op: Op,
     ) -> Result<T, StoreError>
     where
@@ -125,13 +126,12 @@ impl Shared {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
-        let probe = match self.health.route(|| self.store.part(key)) {
+        let probe = match self.health.route(|| part) {
             Route::Store(probe) => probe,
             Route::Policy(error) => return Err(error),
         };
         // Ends the probe if the call is dropped unfinished (even before its first poll).
         let unanswered = probe.map(|part| EndProbe::new(Arc::clone(self), part));
-        let part = self.store.part(key);
         self.handed_off(runtime, op(Arc::clone(self)), part, probe, unanswered)
             .await
     }

@@ -152,8 +152,8 @@ impl Shared {
                 }
                 Where::Store { admission, now } => {
                     let owned = owned(&chosen);
-                    let key = chosen[0].key;
-                    calls.push(self.remote_op(key, move |shared| async move {
+                    let part = self.store.part_of(chosen[0]);
+                    calls.push(self.remote_op(part, move |shared| async move {
                         let limits = borrowed(&owned);
                         shared
                             .store

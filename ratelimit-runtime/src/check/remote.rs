@@ -61,7 +61,7 @@ impl Shared {
         };
         let shared = Arc::clone(self);
         let (key, rate, cost) = (limit.key.to_owned(), limit.rate, limit.cost);
-        let part = self.store.part(limit.key);
+        let part = self.store.part_of(limit);
         let call = async move {
             let limit = LimitRef {
                 key: &key,

@@ -63,6 +63,7 @@
 //!   step that names an admission (its member; for the counter, its window), as
 //!   [`Store::refund`] does for a cluster's reservations.
 
+mod counter;
 pub(crate) mod memory;
 pub(crate) mod redis;
 
@@ -251,6 +252,15 @@ impl Store {
     pub(crate) fn part(&self, key: &str) -> usize {
         match self {
             Store::Redis(store) => store.part(key),
+            Store::Memory(_) | Store::Misconfigured(_) => 0,
+        }
+    }
+
+    /// The part `limit`'s state is in: its key's, or for a sliding window counter in Redis
+    /// that of the counter's own key (see [`RedisStore::part_of`]).
+    pub(crate) fn part_of(&self, limit: LimitRef<'_>) -> usize {
+        match self {
+            Store::Redis(store) => store.part_of(limit),
             Store::Memory(_) | Store::Misconfigured(_) => 0,
         }
     }

@@ -28,8 +28,9 @@ use self::script::Call;
 use self::target::{Connection, Target};
 use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::layout::ScopeKeys;
+use crate::layout::{COUNTER_SUFFIX, ScopeKeys};
 use crate::limit::{LimitRef, LimitsAnswer};
+use crate::rate::{Algorithm, Rate};
 use crate::runtime::{Runtime, RuntimeId, timeout};
 
 /// A Redis-backed sliding window log, connected lazily (on a check) and reconnected by
@@ -122,6 +123,21 @@ impl RedisStore {
         }
     }
 
+    /// The part `limit`'s state is in: [`part`](RedisStore::part) of its key, with
+    /// [`COUNTER_SUFFIX`] after it for a sliding window counter (the same slot when the key
+    /// has a hash tag, as the attribute's stacked keys do).
+    pub(crate) fn part_of(&self, limit: LimitRef<'_>) -> usize {
+        match self.target {
+            Target::Cluster(_) if limit.rate.is_counter() => {
+                let mut key = String::with_capacity(limit.key.len() + COUNTER_SUFFIX.len());
+                key.push_str(limit.key);
+                key.push_str(COUNTER_SUFFIX);
+                self.part(&key)
+            }
+            _ => self.part(limit.key),
+        }
+    }
+
     /// Checks `limit` at `at` (µs since the Unix epoch; `None`: the Redis server's clock) and
     /// records the call when admitted, all within the store's timeout.
     ///
@@ -136,7 +152,7 @@ impl RedisStore {
         limit: LimitRef<'_>,
         at: Option<u64>,
     ) -> Result<Decision, StoreError> {
-        if limit.cost != 1 {
+        if limit.cost != 1 || limit.rate.is_counter() {
             let admission = self.admission();
             let limits = [limit];
             let answer = self.check_all(&limits, &admission, at).await?;
@@ -238,21 +254,44 @@ impl RedisStore {
         script::decode_peek(&reply?, limit.rate.threshold())
     }
 
-    /// Deletes `key`'s sorted set (`reset.lua`), within the timeout.
+    /// Deletes `key`'s sorted set and its counter's hash (`reset.lua`), within the timeout:
+    /// one call, or in a cluster one for each when their slots differ.
     ///
     /// # Errors
     ///
     /// As [`check`](RedisStore::check).
     pub(crate) async fn reset(&self, key: &str) -> Result<(), StoreError> {
-        // The rate goes unused: the script deletes the key whatever its rates.
-        let rate = crate::rate::Rate::new_const(1, Duration::from_secs(1));
-        let limit = LimitRef { key, rate, cost: 0 };
-        let reply = self.exchange(Call::Reset { limit }).await?;
-        match reply.as_slice() {
-            [_deleted] => Ok(()),
-            other => Err(StoreError::Protocol(
-                format!("expected 1 integer, got {}", other.len()).into(),
-            )),
+        // The rates go unused but for their algorithm, which names the key: the script
+        // deletes the keys whatever their rates.
+        let log = Rate::new_const(1, Duration::from_secs(1));
+        let counter = log.with_algorithm(Algorithm::SlidingWindowCounter);
+        let limits = [
+            LimitRef {
+                key,
+                rate: log,
+                cost: 0,
+            },
+            LimitRef {
+                key,
+                rate: counter,
+                cost: 0,
+            },
+        ];
+        let delete = |limits| async move {
+            let reply = self.exchange(Call::Reset { limits }).await?;
+            match reply.as_slice() {
+                [_deleted] => Ok(()),
+                other => Err(StoreError::Protocol(
+                    format!("expected 1 integer, got {}", other.len()).into(),
+                )),
+            }
+        };
+        if self.part_of(limits[0]) == self.part_of(limits[1]) {
+            delete(&limits[..]).await
+        } else {
+            let (log, counter) =
+                futures_util::future::join(delete(&limits[..1]), delete(&limits[1..])).await;
+            log.and(counter)
         }
     }
 

@@ -6,6 +6,9 @@
 -- ARGV[1]  period, integer microseconds (1,000 ..= 3,155,760,000,000,000).
 -- ARGV[2]  threshold (1 ..= 4,294,967,295).
 -- ARGV[3]  now, integer microseconds since the Unix epoch; empty: use this server's TIME.
+-- ARGV[4]  'c' when KEYS[1] is a sliding window counter's hash (counter.lua, which script.rs
+--          puts before this script), whose count is then its estimate, T - remaining;
+--          absent: a log.
 --
 -- Returns {count (admissions in the window (now - period, now], later ones included, as a
 --          check counts them), retry_after (µs until a call fits; 0 when one fits now),
@@ -26,6 +29,16 @@ local now = tonumber(ARGV[3])
 if now == nil then
   local time = redis.call('TIME')
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+
+if ARGV[4] == 'c' then
+  local _, prev, cur, elapsed, ahead = counter_window(key, period, now)
+  local left = counter_remaining(prev, cur, elapsed, threshold, period)
+  local retry_after = 0
+  if left == 0 then
+    retry_after = counter_retry(prev, cur, 1, elapsed, ahead, threshold, period)
+  end
+  return {threshold - left, retry_after, counter_reset(prev, cur, elapsed, ahead, period)}
 end
 
 local count = redis.call('ZCOUNT', key, '(' .. string.format('%d', now - period), '+inf')

@@ -1,39 +1,67 @@
--- Refunds one call's admission: removes its members from each limit's sorted set, and tells
--- each limit's state without the call.
+-- Refunds one call's admission: removes its members from each log's sorted set, or its cost
+-- from each counter's window, and tells each limit's state without the call.
 --
--- KEYS[i]      limit i's sorted set (all of them on this node, in one slot in a cluster).
+-- KEYS[i]      limit i's sorted set, or its counter's hash (all of them on this node, in one
+--              slot in a cluster).
 -- ARGV[1]      the admission: members ARGV[1] .. '.' .. j for j in 1..cost, as
---              sliding_window_limits.lua recorded them.
+--              sliding_window_limits.lua recorded them in a log.
 -- ARGV[2]      the check's time, integer microseconds since the Unix epoch (its reply's now).
--- ARGV[2i+1]   limit i's cost.
--- ARGV[2i+2]   limit i's period, integer microseconds.
+-- ARGV[3i]     limit i's cost.
+-- ARGV[3i+1]   limit i's period, integer microseconds.
+-- ARGV[3i+2]   limit i's threshold.
+-- ARGV[3n+3]   which limits are sliding window counters, as in sliding_window_limits.lua
+--              (absent: all logs). A counter takes the cost from the fixed window the check's
+--              time falls in while that window is its current or previous one; an older one no
+--              longer counts, and nothing is taken.
 --
 -- Returns, for each limit: {count (its admissions once refunded: the window's, as of the
--- check), reset_after (µs from the check's time until none is left in its window; 0 for
--- none)}. The TTLs stay: a key lives at most as long as it would have with the call.
+-- check; a counter's estimate, T - remaining), reset_after (µs from the check's time until
+-- none is left in its window; 0 for none)}. The TTLs stay: a key lives at most as long as it
+-- would have with the call.
 
 local CHUNK = 1000
 local base = ARGV[1]
 local now = tonumber(ARGV[2])
+local n = #KEYS
+local kinds = ARGV[3 * n + 3] or ''
 local reply = {}
-for i = 1, #KEYS do
+for i = 1, n do
   local key = KEYS[i]
-  local cost = tonumber(ARGV[2 * i + 1])
-  local j = 1
-  while j <= cost do
-    local last = math.min(j + CHUNK - 1, cost)
-    local members = {}
-    for m = j, last do
-      members[#members + 1] = base .. '.' .. m
-    end
-    redis.call('ZREM', key, unpack(members))
-    j = last + 1
-  end
-  local count = redis.call('ZCARD', key)
+  local cost = tonumber(ARGV[3 * i])
+  local period = tonumber(ARGV[3 * i + 1])
+  local count = 0
   local reset = 0
-  if count > 0 then
-    local newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
-    reset = math.max(newest + tonumber(ARGV[2 * i + 2]) - now, 0)
+  if string.sub(kinds, i, i) == 'c' then
+    local threshold = tonumber(ARGV[3 * i + 2])
+    local stored = redis.call('HMGET', key, 'w', 'prev', 'cur', 'period')
+    if tonumber(stored[4]) == period then
+      local kept = tonumber(stored[1])
+      local index = window_index(now, period)
+      if index == kept then
+        redis.call('HSET', key, 'cur', math.max(tonumber(stored[3]) - cost, 0))
+      elseif index + 1 == kept then
+        redis.call('HSET', key, 'prev', math.max(tonumber(stored[2]) - cost, 0))
+      end
+    end
+    local _, prev, cur, elapsed, ahead = counter_window(key, period, now)
+    count = threshold - counter_remaining(prev, cur, elapsed, threshold, period)
+    reset = counter_reset(prev, cur, elapsed, ahead, period)
+  else
+    local j = 1
+    while j <= cost do
+      local last = math.min(j + CHUNK - 1, cost)
+      local members = {}
+      for m = j, last do
+        members[#members + 1] = base .. '.' .. m
+      end
+      redis.call('ZREM', key, unpack(members))
+      j = last + 1
+    end
+    count = redis.call('ZCARD', key)
+    if count > 0 then
+      local newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
+      reset = math.max(newest + period - now, 0)
+    end
   end
   reply[2 * i - 1] = count
   reply[2 * i] = reset

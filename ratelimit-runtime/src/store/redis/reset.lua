@@ -1,9 +1,11 @@
--- Forgets a key: deletes its sorted set, every admission of every rate that shares it.
+-- Forgets a key: deletes its sorted set, every admission of every rate that shares it, and
+-- its sliding window counter's hash.
 --
--- KEYS[1]  the key's sorted set.
+-- KEYS     the key's sorted set, and its counter's hash when both are on this node (one slot
+--          in a cluster; else one call each).
 --
--- Returns {deleted (1 when the key existed, else 0)}. A script rather than a bare DEL so that
+-- Returns {deleted (how many of the keys existed)}. A script rather than a bare DEL so that
 -- it takes the one path every call takes (EVALSHA, resent once on a closed connection: DEL is
 -- idempotent).
 
-return {redis.call('DEL', KEYS[1])}
+return {redis.call('DEL', unpack(KEYS))}

@@ -10,6 +10,7 @@ use redis::{Cmd, ErrorKind, RedisResult, RedisWrite as _, ServerErrorKind};
 use super::target::Connection;
 use crate::decision::Decision;
 use crate::error::StoreError;
+use crate::layout::COUNTER_SUFFIX;
 use crate::limit::{LimitRef, LimitsAnswer};
 
 /// The sliding window log script, run through `EVALSHA` (see [`run`]), or `EVAL` when the
@@ -37,13 +38,16 @@ static SLIDING_WINDOW_LIMITS: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(LIMITS_SOURCE));
 
 /// The text of [`SLIDING_WINDOW_LIMITS`].
-const LIMITS_SOURCE: &str = include_str!("sliding_window_limits.lua");
+const LIMITS_SOURCE: &str = concat!(
+    include_str!("counter.lua"),
+    include_str!("sliding_window_limits.lua")
+);
 
 /// Removes one call's admission from its limits' sets: `refund.lua`.
 static REFUND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(REFUND_SOURCE));
 
 /// The text of [`REFUND`].
-const REFUND_SOURCE: &str = include_str!("refund.lua");
+const REFUND_SOURCE: &str = concat!(include_str!("counter.lua"), include_str!("refund.lua"));
 
 /// What a check would answer, writing nothing: `peek.lua`, flagged `no-writes` and sent with
 /// `EVALSHA_RO` / `EVAL_RO` (Redis 7 and later), so that a user allowed to read only (and
@@ -53,13 +57,17 @@ static PEEK_NO_WRITES: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(PEEK_NO_WRITES_SOURCE));
 
 /// The text of [`PEEK_NO_WRITES`].
-const PEEK_NO_WRITES_SOURCE: &str = concat!("#!lua flags=no-writes\n", include_str!("peek.lua"));
+const PEEK_NO_WRITES_SOURCE: &str = concat!(
+    "#!lua flags=no-writes\n",
+    include_str!("counter.lua"),
+    include_str!("peek.lua")
+);
 
 /// `peek.lua` without flags, for Redis 5 and 6.
 static PEEK: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PEEK_SOURCE));
 
 /// The text of [`PEEK`].
-const PEEK_SOURCE: &str = include_str!("peek.lua");
+const PEEK_SOURCE: &str = concat!(include_str!("counter.lua"), include_str!("peek.lua"));
 
 /// Whether `error` is a server's refusal of the flagged look: Redis before 7 knows neither
 /// `EVALSHA_RO` nor a script's flags line (`#!lua flags=...`).
@@ -106,7 +114,7 @@ pub(super) enum Call<'a> {
         flagged: bool,
     },
     /// The deletion of `limit`'s key (its rate unused): [`RESET`].
-    Reset { limit: LimitRef<'a> },
+    Reset { limits: &'a [LimitRef<'a>] },
 }
 
 impl Call<'_> {
@@ -145,14 +153,14 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
         (false, true) => ("EVALSHA_RO", script.get_hash()),
     };
     let limits: &[LimitRef<'_>] = match call {
-        Call::One { limit, .. } | Call::Peek { limit, .. } | Call::Reset { limit } => {
-            std::slice::from_ref(limit)
+        Call::One { limit, .. } | Call::Peek { limit, .. } => std::slice::from_ref(limit),
+        Call::Several { limits, .. } | Call::Refund { limits, .. } | Call::Reset { limits } => {
+            limits
         }
-        Call::Several { limits, .. } | Call::Refund { limits, .. } => limits,
     };
     let keys: usize = limits
         .iter()
-        .map(|limit| prefix.len() + limit.key.len())
+        .map(|limit| prefix.len() + limit.key.len() + COUNTER_SUFFIX.len())
         .sum();
     let arguments = 6 + 4 * limits.len();
     let mut command = Cmd::with_capacity(
@@ -165,6 +173,9 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
         // Writing into the command's own `Vec<u8>` cannot fail.
         let _ = full_key.write_all(prefix.as_bytes());
         let _ = full_key.write_all(limit.key.as_bytes());
+        if limit.rate.is_counter() {
+            let _ = full_key.write_all(COUNTER_SUFFIX.as_bytes());
+        }
     }
     let at = match *call {
         Call::One { limit, member, at } => {
@@ -188,6 +199,7 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
                     .arg(limit.rate.threshold())
                     .arg(limit.cost);
             }
+            kinds(&mut command, limits);
             return command;
         }
         Call::Refund {
@@ -197,20 +209,41 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
         } => {
             command.arg(admission).arg(now);
             for limit in limits {
-                command.arg(limit.cost).arg(limit.rate.period_us());
+                command
+                    .arg(limit.cost)
+                    .arg(limit.rate.period_us())
+                    .arg(limit.rate.threshold());
             }
+            kinds(&mut command, limits);
             return command;
         }
         Call::Peek { limit, at, .. } => {
             command
                 .arg(limit.rate.period_us())
                 .arg(limit.rate.threshold());
-            at
+            time(&mut command, at);
+            if limit.rate.is_counter() {
+                command.arg("c");
+            }
+            return command;
         }
         Call::Reset { .. } => return command,
     };
     time(&mut command, at);
     command
+}
+
+/// Which of `limits` are sliding window counters, when any is: one letter each, `c` for a
+/// counter, `l` for a log (no argument at all for logs only, which the scripts take for all
+/// logs).
+fn kinds(command: &mut Cmd, limits: &[LimitRef<'_>]) {
+    if limits.iter().any(|limit| limit.rate.is_counter()) {
+        let kinds: String = limits
+            .iter()
+            .map(|limit| if limit.rate.is_counter() { 'c' } else { 'l' })
+            .collect();
+        command.arg(kinds);
+    }
 }
 
 /// The time argument: µs since the Unix epoch, or empty for the server's `TIME`.
@@ -517,10 +550,29 @@ mod tests {
                 "7",
                 "1",
                 "1000000",
+                "5",
                 "3",
-                "86400000000"
+                "86400000000",
+                "1000"
             ]
         );
+        // Counters get their hash's key, and one letter per limit says which limits they are.
+        let counted = [
+            limits[0],
+            LimitRef {
+                rate: daily.with_algorithm(crate::rate::Algorithm::SlidingWindowCounter),
+                ..limits[1]
+            },
+        ];
+        let call = Call::Several {
+            limits: &counted,
+            admission: b"adm",
+            at: None,
+        };
+        let sent = arguments(&command("p:", &call, false, false));
+        assert_eq!(sent[3..5], ["p:{u}:burst", "p:{u}:daily:swc"]);
+        assert_eq!(sent.last().map(String::as_str), Some("lc"));
+        assert_eq!(sent.len(), 15);
         let denied = decode_limits(&[0, 9, 5, 200, 900, 10, 0, 5_000], &limits).unwrap();
         assert!(!denied.admitted);
         assert_eq!(denied.now, 9);

@@ -13,8 +13,12 @@
 --              first send may have run); empty otherwise.
 -- ARGV[3i+1]   limit i's period, integer microseconds (1,000 ..= 3,155,760,000,000,000).
 -- ARGV[3i+2]   limit i's threshold (1 ..= 4,294,967,295).
--- ARGV[3i+3]   limit i's cost (0 ..= min(threshold, 10,000): larger ones are turned away
---              before they are sent).
+-- ARGV[3i+3]   limit i's cost (0 ..= min(threshold, 10,000) for a log, 0 ..= threshold for a
+--              counter: larger ones are turned away before they are sent).
+-- ARGV[3n+4]   which limits are sliding window counters: a 'c' at position i for limit i, an
+--              'l' for a log (absent: all logs). A counter's key is its hash (counter.lua,
+--              which script.rs puts before this script), and its count below is the estimate
+--              T - remaining.
 --
 -- Returns {admitted (1 or 0), now (µs), then for each limit: count (its window's admissions
 -- before this call), retry_after (µs until its cost fits; 0 when it fits), reset_after (µs
@@ -36,7 +40,9 @@
 -- never shortens a TTL; when it sets nothing, PTTL tells a key without one (which GT takes for
 -- an infinite TTL) to get it; on an older server GT fails and PTTL decides, as in
 -- sliding_window.lua. A denial reads each limit's newest admission, and its rank
--- count + cost - threshold - 1 in each limit that denies.
+-- count + cost - threshold - 1 in each limit that denies. A counter costs HMGET, then HSET
+-- and PEXPIRE when admitted. A resend is recognised by the logs' members only: a call whose
+-- limits are all counters may be counted twice when its connection closed mid-call.
 
 local CHUNK = 1000
 local base = ARGV[1]
@@ -51,6 +57,12 @@ if not explicit then
 end
 
 local n = #KEYS
+local kinds = ARGV[3 * n + 4] or ''
+local function is_counter(i)
+  return string.sub(kinds, i, i) == 'c'
+end
+-- Each counter's window: {index, prev, cur, elapsed, ahead}.
+local windows = {}
 
 -- A resend whose first send ran recorded the call in every limit (one script records in all
 -- or none), but a limit of a short period may have evicted its members since: the call is a
@@ -59,7 +71,7 @@ if ARGV[3] ~= '' then
   local ran = false
   local held = {}
   for i = 1, n do
-    if tonumber(ARGV[3 * i + 3]) > 0 then
+    if tonumber(ARGV[3 * i + 3]) > 0 and not is_counter(i) then
       held[i] = redis.call('ZSCORE', KEYS[i], base .. '.1') ~= false
       ran = ran or held[i]
     end
@@ -69,6 +81,15 @@ if ARGV[3] ~= '' then
     for i = 1, n do
       local key = KEYS[i]
       local period = tonumber(ARGV[3 * i + 1])
+      if is_counter(i) then
+        -- Recorded by the first send: seen with the call, answered without it.
+        local threshold = tonumber(ARGV[3 * i + 2])
+        local _, prev, cur, elapsed, ahead = counter_window(key, period, now)
+        local left = counter_remaining(prev, cur, elapsed, threshold, period)
+        reply[3 * i] = math.max(threshold - left - tonumber(ARGV[3 * i + 3]), 0)
+        reply[3 * i + 1] = 0
+        reply[3 * i + 2] = counter_reset(prev, cur, elapsed, ahead, period)
+      else
       redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
       local count = redis.call('ZCARD', key)
       local reset = 0
@@ -81,6 +102,7 @@ if ARGV[3] ~= '' then
       reply[3 * i] = math.max(count, 0)
       reply[3 * i + 1] = 0
       reply[3 * i + 2] = reset
+      end
     end
     return reply
   end
@@ -92,15 +114,27 @@ local first_costly = nil
 for i = 1, n do
   local key = KEYS[i]
   local cost = tonumber(ARGV[3 * i + 3])
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - tonumber(ARGV[3 * i + 1]))
-  local count = redis.call('ZCARD', key)
-  counts[i] = count
-  if cost > 0 then
-    if count + cost > tonumber(ARGV[3 * i + 2]) then
+  local threshold = tonumber(ARGV[3 * i + 2])
+  if is_counter(i) then
+    local period = tonumber(ARGV[3 * i + 1])
+    local index, prev, cur, elapsed, ahead = counter_window(key, period, now)
+    windows[i] = {index, prev, cur, elapsed, ahead}
+    local left = counter_remaining(prev, cur, elapsed, threshold, period)
+    counts[i] = threshold - left
+    if cost > left then
       fits = false
     end
-    if first_costly == nil then
-      first_costly = i
+  else
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - tonumber(ARGV[3 * i + 1]))
+    local count = redis.call('ZCARD', key)
+    counts[i] = count
+    if cost > 0 then
+      if count + cost > threshold then
+        fits = false
+      end
+      if first_costly == nil then
+        first_costly = i
+      end
     end
   end
 end
@@ -120,7 +154,9 @@ if fits then
     local cost = tonumber(ARGV[3 * i + 3])
     local period = tonumber(ARGV[3 * i + 1])
     local reset = 0
-    if cost > 0 and not resent then
+    if is_counter(i) then
+      -- Below, once the logs have told whether this is a resend.
+    elseif cost > 0 and not resent then
       local added
       if cost == 1 then
         added = redis.call('ZADD', key, 'NX', score, base .. '.1')
@@ -142,7 +178,9 @@ if fits then
       -- all or none): counted once, answered as admitted.
       resent = i == first_costly and added == 0
     end
-    if resent then
+    if is_counter(i) then
+      -- Below.
+    elseif resent then
       if cost > 0 then
         count = count - cost
       end
@@ -178,6 +216,29 @@ if fits then
     reply[3 * i + 1] = 0
     reply[3 * i + 2] = reset
   end
+  for i = 1, n do
+    if is_counter(i) then
+      local cost = tonumber(ARGV[3 * i + 3])
+      local period = tonumber(ARGV[3 * i + 1])
+      local index, prev, cur, elapsed, ahead = unpack(windows[i])
+      if resent then
+        -- Counted by the first send.
+        reply[3 * i] = math.max(counts[i] - cost, 0)
+      else
+        if cost > 0 then
+          if ahead > 0 then
+            prev = prev + cost
+          else
+            cur = cur + cost
+          end
+          counter_store(KEYS[i], index, prev, cur, period)
+        end
+        reply[3 * i] = counts[i]
+      end
+      reply[3 * i + 1] = 0
+      reply[3 * i + 2] = counter_reset(prev, cur, elapsed, ahead, period)
+    end
+  end
   return reply
 end
 
@@ -190,7 +251,13 @@ for i = 1, n do
   local cost = tonumber(ARGV[3 * i + 3])
   local retry_after = 0
   local reset = 0
-  if count > 0 then
+  if is_counter(i) then
+    local _, prev, cur, elapsed, ahead = unpack(windows[i])
+    if cost > threshold - count then
+      retry_after = counter_retry(prev, cur, cost, elapsed, ahead, threshold, period)
+    end
+    reset = counter_reset(prev, cur, elapsed, ahead, period)
+  elseif count > 0 then
     reset = newest_of(key) + period - now
     if cost > 0 and count + cost > threshold then
       -- The cost fits when the admission at rank count + cost - threshold - 1 (the oldest

@@ -1,0 +1,135 @@
+-- The sliding window counter's arithmetic (store/counter.rs, which proves its bound), for the
+-- scripts that check, look at or refund counters: script.rs puts this before them.
+--
+-- A counter is a hash: w (the index of its current fixed window, now // period), prev and
+-- cur (the admissions of the window before and of that one), period (µs; another period
+-- starts afresh). At e µs into window w, a call of cost c fits iff
+-- prev * (P - e) + (cur + c) * P <= T * P. Lua's numbers are doubles, exact below 2^53,
+-- while T * P reaches 1.4e25: products are kept in two integer halves, hi * 2^32 + lo, and
+-- compared exactly. Divisions in doubles only propose an answer, which exact comparisons
+-- then correct (by a step or two: a double's error is below 2 µs here).
+
+local TWO16 = 65536
+local TWO32 = 4294967296
+
+-- a * b as hi, lo (lo < 2^32), for integers a < 2^33 and b < 2^52: every partial product
+-- stays below 2^53.
+local function mul(a, b)
+  local bh = math.floor(b / TWO32)
+  local bl = b - bh * TWO32
+  local ah = math.floor(a / TWO16)
+  local al = a - ah * TWO16
+  local middle = ah * bl
+  local middle_hi = math.floor(middle / TWO16)
+  local lo = (middle - middle_hi * TWO16) * TWO16 + al * bl
+  local carry = math.floor(lo / TWO32)
+  return a * bh + middle_hi + carry, lo - carry * TWO32
+end
+
+-- prev * weight + used * period <= threshold * period, exactly (counts below 2^32, weight
+-- and period below 2^52).
+local function counter_fits(prev, used, weight, threshold, period)
+  if used > threshold then
+    return false
+  end
+  local h1, l1 = mul(prev, weight)
+  local h2, l2 = mul(used, period)
+  local hi, lo = h1 + h2, l1 + l2
+  if lo >= TWO32 then
+    hi, lo = hi + 1, lo - TWO32
+  end
+  local th, tl = mul(threshold, period)
+  return hi < th or (hi == th and lo <= tl)
+end
+
+-- now // period, exactly.
+local function window_index(now, period)
+  local index = math.floor(now / period)
+  if index * period > now then
+    index = index - 1
+  elseif (index + 1) * period <= now then
+    index = index + 1
+  end
+  return index
+end
+
+-- The counter at key seen at now: index, prev, cur, elapsed (µs into the window) and ahead
+-- (µs from now to the window's start: 0, unless now is before the key's window, which is
+-- then seen from its start, both counts at full weight; an admission there goes to prev).
+local function counter_window(key, period, now)
+  local index = window_index(now, period)
+  local stored = redis.call('HMGET', key, 'w', 'prev', 'cur', 'period')
+  if tonumber(stored[4]) == period then
+    local kept = tonumber(stored[1])
+    local prev, cur = tonumber(stored[2]), tonumber(stored[3])
+    if kept == index then
+      return index, prev, cur, now - index * period, 0
+    elseif kept + 1 == index then
+      return index, cur, 0, now - index * period, 0
+    elseif kept > index then
+      return kept, prev, cur, 0, kept * period - now
+    end
+  end
+  return index, 0, 0, now - index * period, 0
+end
+
+-- The largest cost that fits (0 when none does).
+local function counter_remaining(prev, cur, elapsed, threshold, period)
+  if cur >= threshold then
+    return 0
+  end
+  local weight = period - elapsed
+  local left = math.floor(threshold - cur - prev * weight / period)
+  left = math.min(math.max(left, 0), threshold - cur)
+  while left > 0 and not counter_fits(prev, cur + left, weight, threshold, period) do
+    left = left - 1
+  end
+  while left < threshold - cur and counter_fits(prev, cur + left + 1, weight, threshold, period) do
+    left = left + 1
+  end
+  return left
+end
+
+-- The first e in 0..period with prev * (period - e) <= room * period.
+local function first_fit(prev, room, period)
+  if prev == 0 then
+    return 0
+  end
+  local e = math.ceil(period - room * period / prev)
+  e = math.min(math.max(e, 0), period)
+  while e > 0 and counter_fits(prev, 0, period - e + 1, room, period) do
+    e = e - 1
+  end
+  while not counter_fits(prev, 0, period - e, room, period) do
+    e = e + 1
+  end
+  return e
+end
+
+-- µs until a call of cost (at most the threshold) fits, no other call admitted before; for a
+-- call that does not fit now.
+local function counter_retry(prev, cur, cost, elapsed, ahead, threshold, period)
+  if cur + cost <= threshold then
+    return ahead + first_fit(prev, threshold - cur - cost, period) - elapsed
+  end
+  return ahead + (period - elapsed) + first_fit(cur, math.max(threshold - cost, 0), period)
+end
+
+-- µs until the estimate falls to zero.
+local function counter_reset(prev, cur, elapsed, ahead, period)
+  if cur > 0 then
+    return ahead + 2 * period - elapsed
+  elseif prev > 0 then
+    return ahead + period - elapsed
+  end
+  return 0
+end
+
+-- Keeps a counter in which a call was admitted; idle, it vanishes two periods on (PEXPIRE
+-- counts milliseconds on the server's clock: rounded up, plus 1 ms, at least 1 s, as the
+-- log's keys).
+local function counter_store(key, index, prev, cur, period)
+  redis.call('HSET', key, 'w', index, 'prev', prev, 'cur', cur, 'period', period)
+  redis.call('PEXPIRE', key, math.max(math.ceil(2 * period / 1000) + 1, 1000))
+end
+
