@@ -5,9 +5,11 @@
 //! args      := arg ("," arg)* ","?
 //! arg       := "period" "=" (INT | STR)     whole seconds, or "<integer><unit>", unit ms|s|m|h|d
 //!            | "threshold" "=" INT          1..=4294967295
+//!            | "algorithm" "=" STR          "sliding_window_log" | "sliding_window_counter"
 //!            | "rate" "=" EXPR              a `Rate`, instead of `period` and `threshold`
 //!            | "key" "=" EXPR               any expression implementing Display
-//!            | "cost" "=" (INT | EXPR)      1..=10000, or an unsigned integer expression
+//!            | "cost" "=" (INT | EXPR)      1..=threshold (a log: ..=10000), or an unsigned
+//!                                           integer expression
 //!            | "exempt" "=" EXPR            a `bool`: true skips this limit
 //!            | "decision" "=" IDENT         binds `&Decisions` for the body
 //!            | "label" "=" STR              the policy's name in the HTTP fields
@@ -43,9 +45,10 @@ const MAX_PERIOD_US: u128 = 3_155_760_000 * 1_000_000;
 const MAX_COST: u128 = 10_000;
 
 /// The arguments, in the order the error messages list them, with an example of each.
-const ARGUMENTS: [(&str, &str); 15] = [
+const ARGUMENTS: [(&str, &str); 16] = [
     ("period", "period = 60"),
     ("threshold", "threshold = 10"),
+    ("algorithm", "algorithm = \"sliding_window_counter\""),
     ("key", "key = user_id"),
     ("rate", "rate = plan.rate()"),
     ("cost", "cost = items.len()"),
@@ -65,7 +68,9 @@ const ARGUMENTS: [(&str, &str); 15] = [
 ];
 
 /// Words people reach for instead of an argument's name.
-const SYNONYMS: [(&str, &str); 19] = [
+const SYNONYMS: [(&str, &str); 21] = [
+    ("strategy", "algorithm"),
+    ("algo", "algorithm"),
     ("window", "period"),
     ("interval", "period"),
     ("duration", "period"),
@@ -118,12 +123,14 @@ pub(crate) struct Args {
 
 /// The rate of one limit.
 pub(crate) enum RateArg {
-    /// `period` and `threshold`, known at compile time.
+    /// `period` and `threshold`, known at compile time, and `algorithm`.
     Fixed {
         /// The window's length in microseconds, within `1 ms..=100 years`.
         period_us: u64,
         /// Admissions per window, within `1..=2^32 - 1`.
         threshold: u64,
+        /// `algorithm = "sliding_window_counter"` (else the sliding window log).
+        counter: bool,
     },
     /// `rate = expr`: a `Rate` evaluated on each call, before the body.
     Expr(Expr),
@@ -219,8 +226,10 @@ struct ArgsBuilder {
     errors: Errors,
     period_us: Option<u64>,
     threshold: Option<u64>,
-    /// The name tokens of `period` and `threshold`, for an error beside `rate`.
+    /// The name tokens of `period`, `threshold` and `algorithm`, for an error beside `rate`.
     fixed_names: Vec<Ident>,
+    /// `algorithm = "sliding_window_counter"`.
+    counter: bool,
     /// `rate = expr`, with its name token.
     rate: Option<(Ident, Expr)>,
     key: Option<Expr>,
@@ -253,13 +262,14 @@ impl ArgsBuilder {
             return;
         }
         self.seen.push(text.clone());
-        if text == "period" || text == "threshold" {
+        if text == "period" || text == "threshold" || text == "algorithm" {
             self.fixed_names.push(name.clone());
         }
         let value = strip_groups(value);
         let result = match text.as_str() {
             "period" => period(&value).map(|us| self.period_us = Some(us)),
             "threshold" => threshold(&value).map(|n| self.threshold = Some(n)),
+            "algorithm" => algorithm(&value).map(|counter| self.counter = counter),
             "key" => unreserved(&text, value).map(|expr| self.key = Some(expr)),
             "rate" => unreserved(&text, value).map(|expr| self.rate = Some((name.clone(), expr))),
             "cost" => unreserved(&text, value)
@@ -311,20 +321,26 @@ impl ArgsBuilder {
         errors.finish()?;
         if let (Some(_), Some(fixed)) = (&self.rate, self.fixed_names.first()) {
             let given: Vec<String> = self.fixed_names.iter().map(|n| format!("`{n}`")).collect();
-            return Err(error(
-                fixed,
+            let message = if *fixed == "algorithm" && self.fixed_names.len() == 1 {
+                "`algorithm` cannot be given with `rate`, whose `Rate` chooses its algorithm: \
+                 remove `algorithm`, and make the rate `Rate::new(..)?.with_algorithm(\
+                 Algorithm::SlidingWindowCounter)`"
+                    .to_owned()
+            } else {
                 format!(
                     "`{fixed}` cannot be given with `rate`, whose `Rate` gives the period and \
                      the threshold: remove {}, or remove `rate`",
                     given.join(" and ")
-                ),
-            ));
+                )
+            };
+            return Err(error(fixed, message));
         }
         let rate = match (self.rate, self.period_us, self.threshold) {
             (Some((_, expr)), _, _) => RateArg::Expr(expr),
             (None, Some(period_us), Some(threshold)) => RateArg::Fixed {
                 period_us,
                 threshold,
+                counter: self.counter,
             },
             (None, None, None) => {
                 return Err(syn::Error::new(
@@ -347,6 +363,17 @@ impl ArgsBuilder {
                         "`cost = {cost}` is above `threshold = {threshold}`: no window could \
                          ever admit the call"
                     ),
+                ));
+            }
+            (Some((CostArg::Literal(cost), written)), RateArg::Fixed { counter, .. })
+                if u128::from(cost) > MAX_COST && !counter =>
+            {
+                return Err(error(
+                    written,
+                    "`cost` must be at most 10000 under a sliding window log, which records a \
+                     call of cost `c` as `c` entries; for larger costs (tokens, bytes) use \
+                     `algorithm = \"sliding_window_counter\"`, whose cost is a number added to \
+                     a count",
                 ));
             }
             (cost, _) => cost.map(|(cost, _)| cost),
@@ -668,15 +695,14 @@ fn cost(value: &Expr) -> syn::Result<CostArg> {
                          remove `cost` (a call costs 1) or remove the limit",
                     ));
                 }
-                if cost > MAX_COST {
+                if cost > MAX_THRESHOLD {
                     return Err(error(
                         int,
-                        "`cost` must be at most 10000: the sliding window log records a call \
-                         of cost `c` as `c` entries",
+                        "`cost` must be at most 4294967295 (2^32 - 1), the largest threshold",
                     ));
                 }
                 Ok(CostArg::Literal(
-                    u64::try_from(cost).expect("bounded by MAX_COST"),
+                    u64::try_from(cost).expect("bounded by MAX_THRESHOLD"),
                 ))
             }
             _ => Ok(CostArg::Expr(value.clone())),
@@ -776,6 +802,48 @@ fn count(value: &Expr) -> syn::Result<Count> {
                      `\"errors\"` (only calls whose body returns `Err`) or `\"ok\"` (only those \
                      returning `Ok`); for another rule, `count_if = |result| ..`"
                 ),
+            ))
+        }
+    }
+}
+
+/// The algorithms `algorithm` takes, by name.
+const ALGORITHMS: [&str; 2] = ["sliding_window_log", "sliding_window_counter"];
+
+/// `algorithm = "sliding_window_counter"` (`true`) or `"sliding_window_log"` (`false`).
+fn algorithm(value: &Expr) -> syn::Result<bool> {
+    const EXPECTED: &str = "expected `\"sliding_window_log\"` (the default: exact, one entry \
+                            per admission) or `\"sliding_window_counter\"` (two counts per key, \
+                            a rolling window within twice the threshold)";
+    let Expr::Lit(syn::ExprLit {
+        lit: Lit::Str(text),
+        ..
+    }) = value
+    else {
+        return Err(error(
+            value,
+            format!("`algorithm` must be a string literal: {EXPECTED}"),
+        ));
+    };
+    match text.value().as_str() {
+        "sliding_window_log" => Ok(false),
+        "sliding_window_counter" => Ok(true),
+        other => {
+            const SYNONYMS: [(&str, &str); 6] = [
+                ("log", "sliding_window_log"),
+                ("sliding_log", "sliding_window_log"),
+                ("counter", "sliding_window_counter"),
+                ("sliding_counter", "sliding_window_counter"),
+                ("sliding_window", "sliding_window_counter"),
+                ("approximate", "sliding_window_counter"),
+            ];
+            let hint = match suggest::closest(other, ALGORITHMS, &SYNONYMS) {
+                Some(meant) => format!(" (did you mean `\"{meant}\"`?)"),
+                None => String::new(),
+            };
+            Err(error(
+                text,
+                format!("unknown `algorithm` `{other:?}`{hint}: {EXPECTED}"),
             ))
         }
     }
@@ -933,6 +1001,7 @@ mod tests {
             RateArg::Fixed {
                 period_us,
                 threshold,
+                ..
             } => (period_us, threshold),
             RateArg::Expr(_) => panic!("not a fixed rate"),
         }
@@ -1221,7 +1290,8 @@ mod tests {
         );
         assert_eq!(
             error_of(quote!(period = 1, threshold = 2, colour = "red")),
-            "unknown argument `colour`; expected one of `period`, `threshold`, `key`, `rate`, \
+            "unknown argument `colour`; expected one of `period`, `threshold`, `algorithm`, \
+             `key`, `rate`, \
              `cost`, `exempt`, `decision`, `label`, `wait`, `count`, `count_if`, `shadow`, \
              `limiter`, `name`, `crate`"
         );
@@ -1384,9 +1454,26 @@ mod tests {
         );
         assert!(errors(quote!(period = 1, threshold = 5, cost = 5)).is_empty());
         assert_eq!(
-            error_of(quote!(rate = r, cost = 10001)),
-            "`cost` must be at most 10000: the sliding window log records a call of cost `c` \
-             as `c` entries"
+            error_of(quote!(period = 1, threshold = 20000, cost = 10001)),
+            "`cost` must be at most 10000 under a sliding window log, which records a call of \
+             cost `c` as `c` entries; for larger costs (tokens, bytes) use `algorithm = \
+             \"sliding_window_counter\"`, whose cost is a number added to a count"
+        );
+        // A counter adds any cost up to its threshold; a `Rate` expression may be either, and
+        // the call is checked when it is made.
+        assert!(
+            errors(quote!(
+                period = 1,
+                threshold = 20000,
+                cost = 20000,
+                algorithm = "sliding_window_counter"
+            ))
+            .is_empty()
+        );
+        assert!(errors(quote!(rate = r, cost = 10001)).is_empty());
+        assert_eq!(
+            error_of(quote!(rate = r, cost = 4294967296)),
+            "`cost` must be at most 4294967295 (2^32 - 1), the largest threshold"
         );
         assert_eq!(
             error_of(quote!(rate = r, cost = -1)),
@@ -1395,6 +1482,41 @@ mod tests {
         assert_eq!(
             error_of(quote!(period = 1, threshold = 1, cost = 1, cost = 1)),
             "duplicate `cost` argument"
+        );
+    }
+
+    #[test]
+    fn algorithm_names_one_of_two() {
+        let counter = parse(quote!(
+            period = 1,
+            threshold = 5,
+            algorithm = "sliding_window_counter"
+        ))
+        .unwrap();
+        assert!(matches!(counter.rate, RateArg::Fixed { counter: true, .. }));
+        let log = parse(quote!(
+            period = 1,
+            threshold = 5,
+            algorithm = "sliding_window_log"
+        ))
+        .unwrap();
+        assert!(matches!(log.rate, RateArg::Fixed { counter: false, .. }));
+        assert!(
+            error_of(quote!(period = 1, threshold = 5, algorithm = "counter")).starts_with(
+                "unknown `algorithm` `\"counter\"` (did you mean `\"sliding_window_counter\"`?)"
+            )
+        );
+        assert!(
+            error_of(quote!(period = 1, threshold = 5, algorithm = counter))
+                .starts_with("`algorithm` must be a string literal")
+        );
+        assert!(
+            error_of(quote!(rate = r, algorithm = "sliding_window_counter"))
+                .starts_with("`algorithm` cannot be given with `rate`")
+        );
+        assert_eq!(
+            error_of(quote!(period = 1, threshold = 5, strategy = "x")),
+            "unknown argument `strategy`; did you mean `algorithm`?"
         );
     }
 

@@ -682,15 +682,19 @@ fn rate(krate: &TokenStream, rate: &RateArg) -> TokenStream {
         RateArg::Fixed {
             period_us,
             threshold,
+            counter,
         } => {
             let threshold = Literal::u64_unsuffixed(*threshold);
             let period_us = Literal::u64_unsuffixed(*period_us);
+            let algorithm =
+                counter.then(|| quote!(.with_algorithm(#krate::Algorithm::SlidingWindowCounter)));
             quote! {
                 const {
                     #krate::Rate::new_const(
                         #threshold,
                         #krate::__private::Duration::from_micros(#period_us),
                     )
+                    #algorithm
                 }
             }
         }

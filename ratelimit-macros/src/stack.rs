@@ -251,12 +251,13 @@ fn same_limit(a: &Args, b: &Args) -> bool {
         && a.name.as_ref().map(syn::LitStr::value) == b.name.as_ref().map(syn::LitStr::value)
 }
 
-fn fixed(rate: &RateArg) -> Option<(u64, u64)> {
+fn fixed(rate: &RateArg) -> Option<(u64, u64, bool)> {
     match rate {
         RateArg::Fixed {
             period_us,
             threshold,
-        } => Some((*period_us, *threshold)),
+            counter,
+        } => Some((*period_us, *threshold, *counter)),
         RateArg::Expr(_) => None,
     }
 }
