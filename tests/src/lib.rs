@@ -10,6 +10,7 @@
 //! deadlines long enough for a loaded machine ([`STATE_DEADLINE`] and the like), which cost
 //! nothing when it is idle.
 
+pub mod accuracy;
 pub mod cluster;
 pub mod counting_alloc;
 pub mod journal;

@@ -456,3 +456,74 @@ async fn a_slot_migrated_during_traffic_surfaces_no_error() {
     assert_eq!(recorded, 10 + admitted);
     eprintln!("slot {slot} moved from node {from} to {to} ({moved} keys) under {admitted} checks");
 }
+
+/// Sliding window counters in a cluster: each counter's hash in its own slot, stacked limits
+/// mixing a log and a counter in one tagged slot, a check across slots reserved then refunded
+/// from a counter, and a reset whose log and counter keys sit on different slots.
+#[tokio::test]
+async fn counters_check_stack_refund_and_reset_across_slots() {
+    use ratelimit_runtime::{Algorithm, Limit};
+    let cluster = TestCluster::start(3);
+    let prefix = unique_prefix("cluster-counter");
+    let limiter = limiter(&cluster, &prefix, FailurePolicy::Closed, HEALTHY_TIMEOUT).await;
+    let counter = Rate::new(3, Duration::from_secs(60))
+        .unwrap()
+        .with_algorithm(Algorithm::SlidingWindowCounter);
+    let log = Rate::new(2, Duration::from_secs(60)).unwrap();
+    // Keys over many slots: three admitted each, the fourth denied.
+    let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+    let slots: HashSet<u16> = keys
+        .iter()
+        .map(|key| TestCluster::key_slot(&format!("{prefix}{key}:swc")))
+        .collect();
+    assert!(slots.len() > 20, "{} slots", slots.len());
+    for key in &keys {
+        for _ in 0..3 {
+            assert!(limiter.check(key, counter).await.unwrap().allowed, "{key}");
+        }
+        assert!(!limiter.check(key, counter).await.unwrap().allowed, "{key}");
+    }
+    // A log and a counter of one tagged key: one script in one slot, all or nothing.
+    let stacked = || {
+        [
+            Limit::new("{u}:burst", log),
+            Limit::new("{u}:hour", counter),
+        ]
+    };
+    assert!(limiter.check_all(stacked()).await.unwrap().allowed);
+    assert!(limiter.check_all(stacked()).await.unwrap().allowed);
+    assert!(!limiter.check_all(stacked()).await.unwrap().allowed);
+    assert_eq!(
+        limiter.peek("{u}:hour", counter).await.unwrap().remaining,
+        1
+    );
+    // Across slots: the log denies, the counter's reservation in its own slot is refunded.
+    let (a, b) = (0..)
+        .map(|i| (format!("a{i}"), format!("b{i}")))
+        .find(|(a, b)| {
+            TestCluster::key_slot(&format!("{prefix}{a}:swc"))
+                != TestCluster::key_slot(&format!("{prefix}{b}"))
+        })
+        .unwrap();
+    let tight = Rate::new(1, Duration::from_secs(60)).unwrap();
+    assert!(limiter.check(&b, tight).await.unwrap().allowed);
+    let across = [
+        Limit::new(a.as_str(), counter),
+        Limit::new(b.as_str(), tight),
+    ];
+    assert!(!limiter.check_all(across).await.unwrap().allowed);
+    assert_eq!(limiter.peek(&a, counter).await.unwrap().remaining, 3);
+    // A reset of a key whose log and counter are on different slots forgets both.
+    let key = keys
+        .iter()
+        .find(|key| {
+            TestCluster::key_slot(&format!("{prefix}{key}"))
+                != TestCluster::key_slot(&format!("{prefix}{key}:swc"))
+        })
+        .unwrap();
+    assert!(limiter.check(key, log).await.unwrap().allowed);
+    limiter.reset(key).await.unwrap();
+    assert_eq!(limiter.peek(key, counter).await.unwrap().remaining, 3);
+    assert_eq!(limiter.peek(key, log).await.unwrap().remaining, 2);
+    assert_eq!(limiter.policy_answers(), 0);
+}

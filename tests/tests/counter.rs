@@ -519,3 +519,76 @@ async fn http_fields_come_from_the_estimate() {
     // The estimate empties at the end of the next window.
     assert_eq!(fields.reset(), 120);
 }
+
+/// The attribute with `algorithm = "sliding_window_counter"`: counted by outcome (refunds go
+/// to the window the call was counted in), and forgotten by a reset of its scope, on both
+/// stores.
+mod attribute {
+    use std::sync::LazyLock;
+
+    use ratelimit_runtime::{Limiter, RateLimitError, rate_limit};
+
+    use super::TestRedis;
+
+    #[derive(Debug)]
+    enum Failure {
+        Limited(RateLimitError),
+        WrongPassword,
+    }
+
+    impl From<RateLimitError> for Failure {
+        fn from(error: RateLimitError) -> Failure {
+            Failure::Limited(error)
+        }
+    }
+
+    static MEMORY: LazyLock<Limiter> = LazyLock::new(Limiter::memory);
+
+    #[rate_limit(period = "1h", threshold = 3, key = user, algorithm = "sliding_window_counter",
+                 count = "errors", name = "counter-login", limiter = limiter)]
+    async fn login(limiter: &Limiter, user: &str, password_ok: bool) -> Result<(), Failure> {
+        if password_ok {
+            Ok(())
+        } else {
+            Err(Failure::WrongPassword)
+        }
+    }
+
+    async fn failures_count_and_a_reset_forgets_them(limiter: &Limiter) {
+        for _ in 0..5 {
+            assert!(login(limiter, "alice", true).await.is_ok());
+        }
+        for _ in 0..3 {
+            assert!(matches!(
+                login(limiter, "alice", false).await,
+                Err(Failure::WrongPassword)
+            ));
+        }
+        let denied = login(limiter, "alice", true).await.unwrap_err();
+        assert!(
+            matches!(denied, Failure::Limited(ref e) if e.is_denied()),
+            "{denied:?}"
+        );
+        assert!(login(limiter, "bob", false).await.is_err());
+        let forgotten = limiter
+            .reset_scope("counter-login", Some("alice"))
+            .await
+            .unwrap();
+        assert_eq!(forgotten, 1);
+        assert!(login(limiter, "alice", true).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn in_process() {
+        failures_count_and_a_reset_forgets_them(&MEMORY).await;
+    }
+
+    #[tokio::test]
+    async fn through_redis() {
+        let redis = TestRedis::start();
+        let prefix = tests::unique_prefix("counter-attribute");
+        let limiter = super::redis_limiter(&redis, &prefix, None).await;
+        failures_count_and_a_reset_forgets_them(&limiter).await;
+        redis.clean_up(&prefix).await;
+    }
+}
