@@ -1,4 +1,4 @@
-//! [`Limiter`]: checks keys against a sliding window log, in Redis or in process. The public
+//! [`Limiter`]: checks keys against a sliding window log or counter, in Redis or in process. The public
 //! type, its methods, and the semantics every store keeps; the check path is in `check/`, the
 //! builder in `builder.rs`.
 
@@ -23,10 +23,13 @@ use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use crate::testing::ManualClock;
 
-/// Checks calls against a [`Rate`] with an exact sliding window log, and records admissions.
+/// Checks calls against a [`Rate`] with an exact sliding window log (or the rate's
+/// [sliding window counter](crate::Algorithm::SlidingWindowCounter)), and records admissions.
 ///
 /// # Semantics
 ///
+/// For the sliding window log, the default (the counter's rules are
+/// [`Algorithm::SlidingWindowCounter`](crate::Algorithm::SlidingWindowCounter)'s):
 /// A call of key `k` at time `now` is admitted iff fewer than `threshold` admitted calls of `k`
 /// happened in the half-open window `(now - period, now]`: an admission at `t` stops counting at
 /// exactly `t + period`. Denied calls are not recorded, so a client that keeps retrying is
@@ -41,6 +44,10 @@ use crate::testing::ManualClock;
 /// rate limiting", 2017; kept in Redis sorted sets as in the Java `@RateLimit` articles this
 /// crate ports, without their bugs): exact, at a memory cost of one entry per admission in the
 /// window.
+///
+/// A [sliding window counter](crate::Algorithm::SlidingWindowCounter) keeps instead, per key,
+/// two counts and a window index: in Redis a hash named `<prefix><key>:swc`, with a `PEXPIRE`
+/// of two periods from its latest admission; in process an entry of 72 bytes beside the key.
 ///
 /// # Stores
 ///
@@ -192,12 +199,14 @@ impl Limiter {
     /// [`check`](Limiter::check).
     ///
     /// The log's work and memory grow with the cost: a cost above [`MAX_COST`](crate::MAX_COST)
-    /// (10,000) is turned away, as is one above the threshold, which no window could admit.
+    /// (10,000) is turned away, as is one above the threshold, which no window could admit. A
+    /// [sliding window counter](crate::Algorithm::SlidingWindowCounter) adds the cost to a
+    /// count in `O(1)`: any cost up to the threshold (an LLM gateway's tokens, bytes).
     ///
     /// # Errors
     ///
-    /// [`RateLimitError::CostTooHigh`] when `cost` is above the threshold or
-    /// [`MAX_COST`](crate::MAX_COST); otherwise as [`check`](Limiter::check).
+    /// [`RateLimitError::CostTooHigh`] when `cost` is above the threshold or, for a sliding
+    /// window log, [`MAX_COST`](crate::MAX_COST); otherwise as [`check`](Limiter::check).
     pub fn check_n<'a>(
         &'a self,
         key: &'a str,

@@ -68,6 +68,20 @@ impl Window {
     /// period, which starts afresh) seen at `now` (µs since the Unix epoch).
     pub(crate) fn at(stored: Option<Counts>, rate: Rate, now: u64) -> Window {
         let period = rate.period_us();
+        // The usual case, a time in the key's current window, without a division.
+        if let Some(counts) = stored
+            && let Some(start) = counts.index.checked_mul(period)
+            && now >= start
+            && now - start < period
+        {
+            return Window {
+                period,
+                threshold: rate.threshold(),
+                counts,
+                elapsed: now - start,
+                ahead: 0,
+            };
+        }
         let index = now / period;
         let start = index * period;
         let counts = match stored {
@@ -119,12 +133,16 @@ impl Window {
 
     /// The largest cost that fits now (0 when none does): `⌊T − cur − prev · (P − e) / P⌋`.
     pub(crate) fn remaining(&self) -> u64 {
+        let Counts { prev, cur, .. } = self.counts;
+        if prev == 0 {
+            return self.threshold.saturating_sub(cur);
+        }
         let period = u128::from(self.period);
-        let used = u128::from(self.counts.prev) * u128::from(self.period - self.elapsed)
-            + u128::from(self.counts.cur) * period;
-        let room = (u128::from(self.threshold) * period).saturating_sub(used) / period;
+        let used =
+            u128::from(prev) * u128::from(self.period - self.elapsed) + u128::from(cur) * period;
+        let room = (u128::from(self.threshold) * period).saturating_sub(used);
         // At most T (a u64).
-        room as u64
+        divide(room, self.period) as u64
     }
 
     /// µs until a call of `cost` (at most the threshold) fits, if no other call is admitted
@@ -134,6 +152,11 @@ impl Window {
         if self.fits(cost) {
             return 0;
         }
+        self.retry_after_denied(cost)
+    }
+
+    /// [`retry_after`](Window::retry_after) of a call known not to fit now.
+    pub(crate) fn retry_after_denied(&self, cost: u64) -> u64 {
         let Counts { prev, cur, .. } = self.counts;
         let period = self.period;
         if cur + cost <= self.threshold {
@@ -208,9 +231,18 @@ fn first_fit(prev: u64, room: u64, period: u64) -> u64 {
     if prev == 0 {
         return 0;
     }
-    let covered = u128::from(room) * u128::from(period) / u128::from(prev);
+    let covered = divide(u128::from(room) * u128::from(period), prev);
     // `covered` ≥ P means the call fits at once; below P it is a u64.
     period.saturating_sub(u64::try_from(covered).unwrap_or(u64::MAX))
+}
+
+/// `n / d`, by a 64-bit division when `n` fits one (the usual case: a 128-bit division is a
+/// call of its own, several times slower).
+fn divide(n: u128, d: u64) -> u128 {
+    match u64::try_from(n) {
+        Ok(n) => u128::from(n / d),
+        Err(_) => n / u128::from(d),
+    }
 }
 
 #[cfg(test)]

@@ -152,7 +152,7 @@ impl Counter {
             window.admit(cost);
             Verdict::admitted(remaining, window.reset_after())
         } else {
-            Verdict::denied(window.retry_after(cost), window.reset_after())
+            Verdict::denied(window.retry_after_denied(cost), window.reset_after())
         }
     }
 

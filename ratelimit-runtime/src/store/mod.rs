@@ -4,14 +4,16 @@
 //! # The contract
 //!
 //! A store decides checks. A check asks, at one time, for the admission of one call under its
-//! limit: a [`LimitRef`] is a key checked against a [`Rate`](crate::Rate) by an algorithm. Every store keeps
-//! these rules, and `tests/tests/store_conformance.rs` runs the same semantics against each:
+//! limit: a [`LimitRef`] is a key checked against a [`Rate`](crate::Rate) by the rate's
+//! [algorithm](crate::Algorithm). Every store keeps these rules, and
+//! `tests/tests/store_conformance.rs` and `tests/tests/counter.rs` run the same semantics
+//! against each:
 //!
 //! - **Time** is integer microseconds since the Unix epoch: the check's explicit time (`at`,
 //!   from `Limiter::check_at`, or a `ManualClock`'s time), else the store's own clock: the wall clock in process, the
 //!   Redis server's `TIME` in Redis (one clock for every application server, whatever theirs
 //!   say).
-//! - **The sliding window log** (the one algorithm so far): a limit admits a call at `now`
+//! - **The sliding window log**: a limit admits a call at `now`
 //!   iff fewer than `threshold` admissions of its key lie in the window `(now − period, now]`
 //!   (an admission at `t` stops counting at exactly `t + period`); admissions recorded later
 //!   than `now` (explicit times out of order, a server clock stepped back) count as in the
@@ -19,6 +21,15 @@
 //!   is recorded as an entry of its own, even many in one microsecond; in Redis it is a member
 //!   unique across processes, which the script recognises when a call is resent and counts
 //!   once. Denied calls record nothing.
+//! - **The sliding window counter** (`counter.rs`, whose arithmetic both stores share: `u128`
+//!   in process, integer halves in `counter.lua`): two fixed windows of length `period` per
+//!   key, aligned to multiples of it since the Unix epoch; a call fits iff
+//!   `prev · (P − e) + (cur + cost) · P ≤ T · P`, and is added to `cur`. Its state is apart
+//!   from the log's: in Redis a hash under the key with
+//!   [`COUNTER_SUFFIX`](crate::layout::COUNTER_SUFFIX) after it, in process a table of its
+//!   own. A counter kept for another period starts afresh. Denied calls record nothing; a
+//!   resend is recognised only through a log limit of the same call (a call of counters only
+//!   may be counted twice when its connection closed mid-call).
 //! - **Atomic**: a check is decided and recorded in one step that no other check of the key
 //!   interleaves with: one Lua script on one server (or one cluster slot), one shard lock in
 //!   process.
@@ -27,9 +38,12 @@
 //!   below the threshold (`retry_after`: the admission at rank `count − threshold` among those
 //!   counted, oldest first, + period − now: the oldest one unless the window holds more than
 //!   `threshold`, as it can after a lower threshold or admissions later than now), exact for
-//!   the log. A new key denied because the in-process store holds `max_keys` waits one period.
+//!   the log; for the counter, exact for its estimate: the first microsecond at which the
+//!   call fits, no other call admitted before (`reset_after`: until the estimate is 0). A new
+//!   key denied because the in-process store holds `max_keys` waits one period.
 //! - **Expiry**: a key whose every admission has left its window is dropped: by `PEXPIRE` in
-//!   Redis (never shortened by a check), by sweeps that ride on later checks in process.
+//!   Redis (never shortened by a check), by sweeps that ride on later checks in process. A
+//!   counter lives two periods past its latest admission (its window and the next).
 //! - **Failures**: a store that cannot answer returns a [`StoreError`]; the check path, not the
 //!   store, applies the failure policy. A check that failed may or may not have been recorded
 //!   (a timeout): it is not resent, except where it is known not to have run (`NOSCRIPT`) or
@@ -47,21 +61,20 @@
 //! A check of several limits ([`Store::check_all`]) is one atomic step for all of them
 //! whatever their keys: one lock of their shards in process, one script on one server or in
 //! one cluster slot. Admitted, the call is recorded in every limit under one admission name;
-//! denied by any, in none. A call of cost `c` counts, and is recorded, as `c` admissions (in
-//! Redis, `c` members `<admission>.<j>`); a cost of 0 always fits and records nothing; costs
-//! above the threshold or [`MAX_COST`](crate::limit::MAX_COST) never reach a store. Across a
+//! denied by any, in none; its limits may mix logs and counters. A call of cost `c` counts,
+//! and is recorded in a log, as `c` admissions (in Redis, `c` members `<admission>.<j>`),
+//! in a counter as `c` added to its count; a cost of 0 always fits and records nothing;
+//! costs above the threshold (or, for a log, [`MAX_COST`](crate::limit::MAX_COST)) never
+//! reach a store. Across a
 //! cluster's slots the check path (`check/all.rs`) makes it reserve then refund: one script
 //! per slot, and [`Store::refund`] of the recorded slots when the call is not admitted.
 //!
-//! # Not built yet: room for what comes next
+//! # Refunds
 //!
-//! - A second algorithm (the sliding window counter: two fixed windows of length `period`,
-//!   aligned to multiples of it since the Unix epoch) is a field of [`LimitRef`], with its own
-//!   script and in-process state, under a key of its own (a sorted set and a hash on one Redis
-//!   key would be `WRONGTYPE`).
-//! - Refunds asked for by the caller, after the call (its outcome known): a later, separate
-//!   step that names an admission (its member; for the counter, its window), as
-//!   [`Store::refund`] does for a cluster's reservations.
+//! A refund asked for by the caller after the call (its outcome known) is a later, separate
+//! step that names the admission: a log's members `<admission>.<j>`, as [`Store::refund`]
+//! does for a cluster's reservations; for a counter, the fixed window the check's time falls
+//! in, while it is the key's current or previous one (else the call no longer counts).
 
 mod counter;
 pub(crate) mod memory;
