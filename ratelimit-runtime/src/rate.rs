@@ -42,6 +42,7 @@ pub struct Rate {
 /// their state under different keys: changing a limit's algorithm starts it afresh.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u32)]
 pub enum Algorithm {
     /// The exact sliding window log (the default): a call at `now` is admitted iff the
     /// admissions recorded in `(now − period, now]` plus its cost stay within the threshold.

@@ -220,7 +220,15 @@ pub(crate) fn refund(counts: Counts, rate: Rate, at: u64, cost: u64) -> Counts {
 }
 
 /// `prev · weight + used · P ≤ T · P`, exactly.
+#[inline]
 fn fits(prev: u64, used: u64, weight: u64, threshold: u64, period: u64) -> bool {
+    // Without a multiplication in the usual cases: a full window, an empty previous one.
+    if used > threshold {
+        return false;
+    }
+    if prev == 0 || weight == 0 {
+        return true;
+    }
     let period = u128::from(period);
     u128::from(prev) * u128::from(weight) + u128::from(used) * period
         <= u128::from(threshold) * period
