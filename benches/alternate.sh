@@ -37,6 +37,10 @@ pairs=(
   "memory_vs_governor/admit/ratelimit/1_threads memory_vs_governor/admit/governor/1_threads"
   "memory_vs_governor/deny/ratelimit/2_threads memory_vs_governor/deny/governor/2_threads"
   "memory_vs_governor/admit/ratelimit/2_threads memory_vs_governor/admit/governor/2_threads"
+  "memory_vs_governor/deny/counter/1_threads memory_vs_governor/deny/governor/1_threads"
+  "memory_vs_governor/admit/counter/1_threads memory_vs_governor/admit/governor/1_threads"
+  "memory_vs_governor/deny/counter/2_threads memory_vs_governor/deny/governor/2_threads"
+  "memory_vs_governor/admit/counter/2_threads memory_vs_governor/admit/governor/2_threads"
   "macro_overhead/annotated_named macro_overhead/by_hand"
   "macro_overhead/annotated macro_overhead/by_hand"
 )

@@ -1,8 +1,10 @@
 //! The in-process store side by side with governor's keyed limiter, the attribute's overhead,
 //! and allocations per check, in one run: `cargo bench -p benches --bench memory`.
 //!
-//! - `memory_vs_governor/{admit,deny}/{1,2}_threads/{ratelimit,governor}`: one check on a key
-//!   drawn from the same 1000-key random sequence for both sides. `admit`: a rate nothing
+//! - `memory_vs_governor/{admit,deny}/{1,2}_threads/{ratelimit,counter,governor}`: one check on
+//!   a key drawn from the same 1000-key random sequence for every side (`ratelimit`: the
+//!   sliding window log; `counter`: the same rate as a sliding window counter, a
+//!   constant-memory algorithm as governor's GCRA is). `admit`: a rate nothing
 //!   exceeds (every check admitted and recorded); `deny`: 100 per 60 s, which the warm-up
 //!   exhausts (every check denied). Two threads share one limiter; the time reported is the
 //!   wall time per check of both together (throughput).
@@ -24,7 +26,7 @@ use std::time::{Duration, Instant};
 use benches::{Rng, key_names};
 use criterion::{BenchmarkId, Criterion};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use ratelimit_runtime::{Limiter, Rate, RateLimitError, rate_limit};
+use ratelimit_runtime::{Algorithm, Limiter, Rate, RateLimitError, rate_limit};
 use tests::counting_alloc::{CountingAllocator, count_allocations, poll_ready as ready};
 
 #[global_allocator]
@@ -109,6 +111,9 @@ fn memory_vs_governor(c: &mut Criterion) {
         let governor: Governor = RateLimiter::keyed(workload.quota);
         let rate = workload.rate;
         warm_up(&limiter, &governor, rate);
+        let counters = Limiter::memory();
+        let counter = rate.with_algorithm(Algorithm::SlidingWindowCounter);
+        warm_up(&counters, &governor, counter);
         let mut group = c.benchmark_group(format!("memory_vs_governor/{}", workload.name));
         for threads in [1_u64, 2] {
             let id = |name: &str| BenchmarkId::new(name, format!("{threads}_threads"));
@@ -116,6 +121,13 @@ fn memory_vs_governor(c: &mut Criterion) {
                 b.iter_custom(|iters| {
                     run_threads(threads, iters, &|key| {
                         black_box(ready(limiter.check(black_box(key), rate)).is_ok());
+                    })
+                });
+            });
+            group.bench_function(id("counter"), |b| {
+                b.iter_custom(|iters| {
+                    run_threads(threads, iters, &|key| {
+                        black_box(ready(counters.check(black_box(key), counter)).is_ok());
                     })
                 });
             });
@@ -185,12 +197,24 @@ fn allocations() {
                 black_box(ready(limiter.check(keys[i & (SEQUENCE - 1)], rate)).is_ok());
             }
         });
+        let counters = Limiter::memory();
+        let counter = rate.with_algorithm(Algorithm::SlidingWindowCounter);
+        warm_up(&counters, &governor, counter);
+        let ((), by_counter) = count_allocations(|| {
+            for i in 0..CHECKS as usize {
+                black_box(ready(counters.check(keys[i & (SEQUENCE - 1)], counter)).is_ok());
+            }
+        });
         let ((), theirs) = count_allocations(|| {
             for i in 0..CHECKS as usize {
                 black_box(governor.check_key(&keys[i & (SEQUENCE - 1)]).is_ok());
             }
         });
-        for (name, count) in [("ratelimit", ours), ("governor", theirs)] {
+        for (name, count) in [
+            ("ratelimit", ours),
+            ("counter", by_counter),
+            ("governor", theirs),
+        ] {
             println!(
                 "{{\"name\":\"allocations\",\"path\":\"{name}\",\"workload\":\"{}\",\"checks\":{CHECKS},\"allocations_per_check\":{}}}",
                 workload.name,

@@ -1,7 +1,8 @@
 //! Instructions per in-process check, for callgrind, whose counts do not depend on how busy
-//! the machine is (criterion's times do): `icount <deny|admit|attribute> <checks>` makes that
-//! many checks of one key, denied (threshold 1), admitted (threshold 2^32 - 1, an hour's
-//! period) or through a named `#[rate_limit]` function, on one thread.
+//! the machine is (criterion's times do): `icount <deny|admit|attribute|counter-deny|counter-admit>
+//! <checks>` makes that many checks of one key, denied (threshold 1), admitted (threshold
+//! 2^32 - 1, an hour's period) or through a named `#[rate_limit]` function, on one thread;
+//! the `counter-` modes are the first two under a sliding window counter.
 //!
 //! ```sh
 //! cargo build --release -p benches --bin icount
@@ -17,10 +18,12 @@ use std::hint::black_box;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use ratelimit_runtime::{Limiter, Rate, RateLimitError, rate_limit};
+use ratelimit_runtime::{Algorithm, Limiter, Rate, RateLimitError, rate_limit};
 use tests::counting_alloc::poll_ready as ready;
 
 static LIMITER: LazyLock<Limiter> = LazyLock::new(Limiter::memory);
+
+const COUNTER: Algorithm = Algorithm::SlidingWindowCounter;
 
 #[rate_limit(period = 3600, threshold = 4294967295, name = "hot", limiter = &LIMITER)]
 async fn annotated() -> Result<u32, RateLimitError> {
@@ -33,7 +36,7 @@ fn main() {
         arguments.next(),
         arguments.next().map(|checks| checks.parse::<u64>()),
     ) else {
-        eprintln!("usage: icount <deny|admit|attribute> <checks>");
+        eprintln!("usage: icount <deny|admit|attribute|counter-deny|counter-admit> <checks>");
         std::process::exit(2);
     };
     let deny = Rate::new(1, Duration::from_secs(3600)).expect("a valid rate");
@@ -47,8 +50,16 @@ fn main() {
         "deny" => (0..checks).filter(|_| check(deny)).count(),
         "admit" => (0..checks).filter(|_| check(admit)).count(),
         "attribute" => (0..checks).filter(|_| ready(annotated()).is_ok()).count(),
+        "counter-deny" => (0..checks)
+            .filter(|_| check(deny.with_algorithm(COUNTER)))
+            .count(),
+        "counter-admit" => (0..checks)
+            .filter(|_| check(admit.with_algorithm(COUNTER)))
+            .count(),
         other => {
-            eprintln!("unknown mode `{other}`: deny, admit or attribute");
+            eprintln!(
+                "unknown mode `{other}`: deny, admit, attribute, counter-deny or counter-admit"
+            );
             std::process::exit(2);
         }
     };

@@ -27,6 +27,13 @@ use ratelimit_runtime::{FailurePolicy, Limit, Limiter, Rate};
 /// Our script, the one the Redis store runs.
 const OURS: &str = include_str!("../../../ratelimit-runtime/src/store/redis/sliding_window.lua");
 
+/// Our script for one sliding window counter, with the counter's arithmetic before it, as the
+/// Redis store sends it.
+const COUNTER: &str = concat!(
+    include_str!("../../../ratelimit-runtime/src/store/redis/counter.lua"),
+    include_str!("../../../ratelimit-runtime/src/store/redis/sliding_window_counter.lua")
+);
+
 /// The seeds' script: the Lua script of the Java `@RateLimit` articles this crate ports (the
 /// "seed" articles, not in this repository; section "Lua脚本优化"): evict, count, add, and
 /// nothing else (no expiry, no retry-after). Kept as written except for the member, which the
@@ -151,6 +158,11 @@ fn main() {
         .arg(SEEDS)
         .query(&mut admin)
         .expect("SCRIPT LOAD");
+    let counter_sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(COUNTER)
+        .query(&mut admin)
+        .expect("SCRIPT LOAD");
     let with_limit = settings.redis_benchmark != "none";
 
     // Per concurrency, per round: (ours, limit at the same -c, pipelined limit).
@@ -161,6 +173,7 @@ fn main() {
         .collect();
     let mut server_ours = Vec::new();
     let mut server_seeds = Vec::new();
+    let mut server_counter = Vec::new();
     let mut server_limiter = Vec::new();
     // Per concurrency: (two limits / one limit, cost 10 / one limit) throughput, and the
     // same for server µs per check, each ratio within one round.
@@ -256,6 +269,18 @@ fn main() {
                 );
                 print_limit("seeds", concurrency, settings.pipeline, &seeds);
                 server_seeds.push(seeds.server_us_per_check);
+                clean(&redis, &mut admin);
+                let counter = redis_benchmark(
+                    &redis,
+                    &mut admin,
+                    &settings,
+                    concurrency,
+                    settings.pipeline,
+                    &counter_sha,
+                    &counter_args(&settings, run),
+                );
+                print_limit("counter", concurrency, settings.pipeline, &counter);
+                server_counter.push(counter.server_us_per_check);
             }
         }
     }
@@ -322,6 +347,18 @@ fn main() {
             "  Redis time per check: ours {ours:.2} µs, seeds' {seeds:.2} µs: ratio {:.3} (through the limiter at c > 1: {limiter:.2} µs)",
             ours / seeds
         );
+        let counter = median(&server_counter);
+        println!(
+            "{{\"name\":\"ratio\",\"what\":\"server_us_per_check counter/seeds (redis-benchmark -P {})\",\"counter\":{counter:.3},\"seeds\":{seeds:.3},\"log\":{ours:.3},\"ratio\":{:.3},\"vs_log\":{:.3},\"target\":1.0}}",
+            settings.pipeline,
+            counter / seeds,
+            counter / ours
+        );
+        eprintln!(
+            "  Redis time per check: counter {counter:.2} µs: {:.3} × seeds', {:.3} × the log's",
+            counter / seeds,
+            counter / ours
+        );
     }
 }
 
@@ -334,6 +371,19 @@ fn ours_args(settings: &Settings, run: usize) -> Vec<String> {
         (settings.window_ms * 1000).to_string(),
         settings.limit.to_string(),
         "m:__rand_int__:__rand_int__".into(),
+        String::new(),
+    ]
+}
+
+/// Our counter script: a random key per call (its hash), the period, threshold and cost, the
+/// server's clock (`""`), as `Limiter::check` sends them.
+fn counter_args(settings: &Settings, run: usize) -> Vec<String> {
+    vec![
+        "1".into(),
+        format!("bench:c{run:04}:__rand_int__:swc"),
+        (settings.window_ms * 1000).to_string(),
+        settings.limit.to_string(),
+        "1".into(),
         String::new(),
     ]
 }

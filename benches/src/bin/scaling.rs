@@ -9,6 +9,10 @@
 //! of the members and scores the script writes (22-character members, microsecond scores),
 //! pipelined, since a million checks through the script would take minutes.
 //!
+//! Then the same for the sliding window counter, at 10 keys and thresholds 10, 1,000 and
+//! 100,000, each key filled by one check of cost `threshold` through the limiter (the counter
+//! takes it: a cost is a number added to a count), and a last table of counter against log.
+//!
 //! Settings: `BENCH_REDIS_URL` (unset: a private `redis-server`), `BENCH_SCALING_CHECKS`
 //! (200000 in process, a tenth of it through Redis), `BENCH_SCALING_MAX_KEYS` (1000000: rows
 //! with more keys are skipped), `BENCH_CONCURRENCY` (its last value: the Redis tasks, 50).
@@ -20,7 +24,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use benches::{BenchRedis, Rng, command_stats, key_names, reset_stats, setting, used_memory};
-use ratelimit_runtime::{FailurePolicy, Limiter, Rate};
+use ratelimit_runtime::{Algorithm, FailurePolicy, Limiter, Rate};
 use tests::counting_alloc::poll_ready as ready;
 
 /// The system allocator, keeping the count of bytes live.
@@ -68,6 +72,9 @@ const ROWS: [(usize, u64); 6] = [
     (10, 100_000),
 ];
 
+/// The counter's rows, the log's last three beside them.
+const COUNTER_ROWS: [(usize, u64); 3] = [(10, 10), (10, 1_000), (10, 100_000)];
+
 struct Measured {
     ns_per_check: f64,
     bytes_per_key: f64,
@@ -89,11 +96,19 @@ fn main() {
         .collect();
     let names = key_names(rows.iter().map(|r| r.0).max().unwrap_or(1), 12);
 
+    let log = Algorithm::SlidingWindowLog;
+    let counter = Algorithm::SlidingWindowCounter;
     let mut memory = Vec::new();
     for &(keys, threshold) in &rows {
-        let row = memory_row(&names[..keys], threshold, checks);
-        print_row("memory", keys, threshold, &row);
+        let row = memory_row(&names[..keys], threshold, checks, log);
+        print_row("memory", log, keys, threshold, &row);
         memory.push(row);
+    }
+    let mut memory_counter = Vec::new();
+    for &(keys, threshold) in &COUNTER_ROWS {
+        let row = memory_row(&names[..keys], threshold, checks, counter);
+        print_row("memory", counter, keys, threshold, &row);
+        memory_counter.push(row);
     }
 
     let redis = BenchRedis::start();
@@ -109,9 +124,23 @@ fn main() {
             threshold,
             (checks / 10).max(1),
             concurrency,
+            log,
         ));
-        print_row("redis", keys, threshold, &row);
+        print_row("redis", log, keys, threshold, &row);
         through_redis.push(row);
+    }
+    let mut redis_counter = Vec::new();
+    for &(keys, threshold) in &COUNTER_ROWS {
+        let row = runtime.block_on(redis_row(
+            &redis,
+            &names[..keys],
+            threshold,
+            (checks / 10).max(1),
+            concurrency,
+            counter,
+        ));
+        print_row("redis", counter, keys, threshold, &row);
+        redis_counter.push(row);
     }
 
     eprintln!(
@@ -131,12 +160,39 @@ fn main() {
             r.usage_per_key.unwrap_or(0),
         );
     }
+
+    eprintln!(
+        "\n| threshold (10 keys, full) | log: memory B/key | counter: memory B/key | log: Redis MEMORY USAGE/key | counter: Redis MEMORY USAGE/key | log: Redis server µs/check | counter: Redis server µs/check | counter/log server time | counter/log in-process time |"
+    );
+    eprintln!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (i, &(keys, threshold)) in COUNTER_ROWS.iter().enumerate() {
+        let Some(at) = rows.iter().position(|&row| row == (keys, threshold)) else {
+            continue;
+        };
+        let (ml, mc) = (&memory[at], &memory_counter[i]);
+        let (rl, rc) = (&through_redis[at], &redis_counter[i]);
+        let (sl, sc) = (
+            rl.server_us_per_check.unwrap_or(f64::NAN),
+            rc.server_us_per_check.unwrap_or(f64::NAN),
+        );
+        eprintln!(
+            "| {threshold} | {:.0} | {:.0} | {} | {} | {sl:.2} | {sc:.2} | {:.2}× | {:.2}× |",
+            ml.bytes_per_key,
+            mc.bytes_per_key,
+            rl.usage_per_key.unwrap_or(0),
+            rc.usage_per_key.unwrap_or(0),
+            sc / sl,
+            mc.ns_per_check / ml.ns_per_check,
+        );
+    }
 }
 
-fn print_row(store: &str, keys: usize, threshold: u64, row: &Measured) {
+fn print_row(store: &str, algorithm: Algorithm, keys: usize, threshold: u64, row: &Measured) {
     let mut line = format!(
-        "{{\"name\":\"scaling\",\"store\":\"{store}\",\"keys\":{keys},\"threshold\":{threshold},\"ns_per_check\":{:.1},\"bytes_per_key\":{:.1}",
-        row.ns_per_check, row.bytes_per_key
+        "{{\"name\":\"scaling\",\"store\":\"{store}\",\"algorithm\":\"{}\",\"keys\":{keys},\"threshold\":{threshold},\"ns_per_check\":{:.1},\"bytes_per_key\":{:.1}",
+        algorithm.name(),
+        row.ns_per_check,
+        row.bytes_per_key
     );
     if let Some(usage) = row.usage_per_key {
         line.push_str(&format!(",\"memory_usage_per_key\":{usage}"));
@@ -149,15 +205,32 @@ fn print_row(store: &str, keys: usize, threshold: u64, row: &Measured) {
     eprintln!("{line}");
 }
 
-fn rate(threshold: u64) -> Rate {
-    Rate::new(threshold, Duration::from_secs(3600)).expect("a valid rate")
+fn rate(threshold: u64, algorithm: Algorithm) -> Rate {
+    Rate::new(threshold, Duration::from_secs(3600))
+        .expect("a valid rate")
+        .with_algorithm(algorithm)
 }
 
-fn memory_row(names: &[&'static str], threshold: u64, checks: usize) -> Measured {
-    let rate = rate(threshold);
+/// The cost of one check that fills a counter to `threshold`.
+fn full_cost(threshold: u64) -> u32 {
+    u32::try_from(threshold).expect("a threshold")
+}
+
+fn memory_row(
+    names: &[&'static str],
+    threshold: u64,
+    checks: usize,
+    algorithm: Algorithm,
+) -> Measured {
+    let rate = rate(threshold, algorithm);
     let limiter = Limiter::memory();
     let before = LIVE.load(Ordering::Relaxed);
     for &key in names {
+        if algorithm == Algorithm::SlidingWindowCounter {
+            let decision = ready(limiter.check_n(key, rate, full_cost(threshold)));
+            assert!(decision.expect("in process").allowed);
+            continue;
+        }
         for _ in 0..threshold {
             let decision = ready(limiter.check(key, rate)).expect("in process");
             assert!(decision.allowed);
@@ -187,6 +260,7 @@ async fn redis_row(
     threshold: u64,
     checks: usize,
     concurrency: usize,
+    algorithm: Algorithm,
 ) -> Measured {
     const PREFIX: &str = "bench:scaling:";
     let mut admin = redis.admin();
@@ -200,50 +274,6 @@ async fn redis_row(
             .query(&mut admin);
     }
     let before = used_memory(&mut admin);
-    // Fill: `threshold` admissions a microsecond apart, the newest a second ago.
-    let now_us = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970")
-        .as_micros() as u64;
-    let start_us = now_us - 1_000_000 - threshold;
-    let mut member = 0_u64;
-    let mut pipe = redis::pipe();
-    let mut queued = 0;
-    for &key in names {
-        let full = format!("{PREFIX}{key}");
-        let mut sent = 0;
-        while sent < threshold {
-            let batch = (threshold - sent).min(1000);
-            let mut zadd = redis::cmd("ZADD");
-            zadd.arg(&full);
-            for i in 0..batch {
-                zadd.arg(start_us + sent + i).arg(format!("{member:022}"));
-                member += 1;
-            }
-            pipe.add_command(zadd).ignore();
-            sent += batch;
-            queued += 1;
-        }
-        pipe.cmd("PEXPIRE").arg(&full).arg(3_700_000).ignore();
-        queued += 1;
-        if queued >= 200 {
-            let () = pipe.query(&mut admin).expect("fill Redis");
-            pipe = redis::pipe();
-            queued = 0;
-        }
-    }
-    if queued > 0 {
-        let () = pipe.query(&mut admin).expect("fill Redis");
-    }
-    let bytes = used_memory(&mut admin).saturating_sub(before);
-    let usage: Option<u64> = redis::cmd("MEMORY")
-        .arg("USAGE")
-        .arg(format!("{PREFIX}{}", names[0]))
-        .arg("SAMPLES")
-        .arg(0)
-        .query(&mut admin)
-        .ok();
-
     let limiter = Limiter::builder()
         .redis_url(redis.url())
         .key_prefix(PREFIX)
@@ -252,7 +282,28 @@ async fn redis_row(
         .build()
         .await
         .expect("a Redis limiter");
-    let rate = rate(threshold);
+    let rate = rate(threshold, algorithm);
+    if algorithm == Algorithm::SlidingWindowCounter {
+        for &key in names {
+            let decision = limiter.check_n(key, rate, full_cost(threshold)).await;
+            assert!(decision.expect("Redis answers").allowed);
+        }
+    } else {
+        fill_logs(&mut admin, PREFIX, names, threshold);
+    }
+    let bytes = used_memory(&mut admin).saturating_sub(before);
+    let suffix = if algorithm == Algorithm::SlidingWindowCounter {
+        ":swc"
+    } else {
+        ""
+    };
+    let usage: Option<u64> = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(format!("{PREFIX}{}{suffix}", names[0]))
+        .arg("SAMPLES")
+        .arg(0)
+        .query(&mut admin)
+        .ok();
     limiter.check(names[0], rate).await.expect("Redis answers");
     reset_stats(&mut admin);
     let names: Arc<[&'static str]> = names.into();
@@ -281,5 +332,45 @@ async fn redis_row(
         bytes_per_key: bytes as f64 / names.len() as f64,
         usage_per_key: usage,
         server_us_per_check: Some(usec as f64 / calls.max(1) as f64),
+    }
+}
+
+/// Fills each log with `threshold` admissions a microsecond apart, the newest a second ago,
+/// by `ZADD`s of the members and scores the script writes, pipelined.
+fn fill_logs(admin: &mut redis::Connection, prefix: &str, names: &[&'static str], threshold: u64) {
+    // Fill: `threshold` admissions a microsecond apart, the newest a second ago.
+    let now_us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_micros() as u64;
+    let start_us = now_us - 1_000_000 - threshold;
+    let mut member = 0_u64;
+    let mut pipe = redis::pipe();
+    let mut queued = 0;
+    for &key in names {
+        let full = format!("{prefix}{key}");
+        let mut sent = 0;
+        while sent < threshold {
+            let batch = (threshold - sent).min(1000);
+            let mut zadd = redis::cmd("ZADD");
+            zadd.arg(&full);
+            for i in 0..batch {
+                zadd.arg(start_us + sent + i).arg(format!("{member:022}"));
+                member += 1;
+            }
+            pipe.add_command(zadd).ignore();
+            sent += batch;
+            queued += 1;
+        }
+        pipe.cmd("PEXPIRE").arg(&full).arg(3_700_000).ignore();
+        queued += 1;
+        if queued >= 200 {
+            let () = pipe.query(admin).expect("fill Redis");
+            pipe = redis::pipe();
+            queued = 0;
+        }
+    }
+    if queued > 0 {
+        let () = pipe.query(admin).expect("fill Redis");
     }
 }

@@ -31,6 +31,8 @@ end
 local function counter_fits(prev, used, weight, threshold, period)
   if used > threshold then
     return false
+  elseif prev == 0 or weight == 0 then
+    return true
   end
   local h1, l1 = mul(prev, weight)
   local h2, l2 = mul(used, period)
@@ -53,9 +55,11 @@ local function window_index(now, period)
   return index
 end
 
--- The counter at key seen at now: index, prev, cur, elapsed (µs into the window) and ahead
+-- The counter at key seen at now: index, prev, cur, elapsed (µs into the window), ahead
 -- (µs from now to the window's start: 0, unless now is before the key's window, which is
--- then seen from its start, both counts at full weight; an admission there goes to prev).
+-- then seen from its start, both counts at full weight; an admission there goes to prev),
+-- and kept (true when the hash holds this very window, so that an admission changes one
+-- count and nothing else).
 local function counter_window(key, period, now)
   local index = window_index(now, period)
   local stored = redis.call('HMGET', key, 'w', 'prev', 'cur', 'period')
@@ -63,20 +67,22 @@ local function counter_window(key, period, now)
     local kept = tonumber(stored[1])
     local prev, cur = tonumber(stored[2]), tonumber(stored[3])
     if kept == index then
-      return index, prev, cur, now - index * period, 0
+      return index, prev, cur, now - index * period, 0, true
     elseif kept + 1 == index then
-      return index, cur, 0, now - index * period, 0
+      return index, cur, 0, now - index * period, 0, false
     elseif kept > index then
-      return kept, prev, cur, 0, kept * period - now
+      return kept, prev, cur, 0, kept * period - now, true
     end
   end
-  return index, 0, 0, now - index * period, 0
+  return index, 0, 0, now - index * period, 0, false
 end
 
 -- The largest cost that fits (0 when none does).
 local function counter_remaining(prev, cur, elapsed, threshold, period)
   if cur >= threshold then
     return 0
+  elseif prev == 0 then
+    return threshold - cur
   end
   local weight = period - elapsed
   local left = math.floor(threshold - cur - prev * weight / period)
@@ -125,11 +131,23 @@ local function counter_reset(prev, cur, elapsed, ahead, period)
   return 0
 end
 
--- Keeps a counter in which a call was admitted; idle, it vanishes two periods on (PEXPIRE
--- counts milliseconds on the server's clock: rounded up, plus 1 ms, at least 1 s, as the
--- log's keys).
-local function counter_store(key, index, prev, cur, period)
-  redis.call('HSET', key, 'w', index, 'prev', prev, 'cur', cur, 'period', period)
-  redis.call('PEXPIRE', key, math.max(math.ceil(2 * period / 1000) + 1, 1000))
+-- Keeps a counter in which a call was admitted at now, its counts now prev and cur (as text
+-- through '%d', sparing Redis its '%.17g' of a Lua number). In the
+-- window the hash holds (kept), one count changes: the TTL set by the window's first
+-- admission still holds. Otherwise the whole hash is written, and it expires when the window
+-- after this one ends (at most two periods on; PEXPIRE counts milliseconds on the server's
+-- clock: rounded up, plus 1 ms, at least 1 s, as the log's keys).
+local function counter_store(key, index, prev, cur, period, kept, ahead, now)
+  if kept and ahead > 0 then
+    redis.call('HSET', key, 'prev', string.format('%d', prev))
+  elseif kept then
+    redis.call('HSET', key, 'cur', string.format('%d', cur))
+  else
+    local text = string.format
+    redis.call('HSET', key, 'w', text('%d', index), 'prev', text('%d', prev), 'cur',
+      text('%d', cur), 'period', text('%d', period))
+    local ttl = (index + 2) * period - now
+    redis.call('PEXPIRE', key, math.max(math.ceil(ttl / 1000) + 1, 1000))
+  end
 end
 

@@ -153,7 +153,12 @@ impl RedisStore {
         at: Option<u64>,
     ) -> Result<Decision, StoreError> {
         if limit.cost != 1 || limit.rate.is_counter() {
-            let admission = self.admission();
+            // A counter's check names no admission (it keeps no member).
+            let admission = if limit.rate.is_counter() {
+                Admission::default()
+            } else {
+                self.admission()
+            };
             let limits = [limit];
             let answer = self.check_all(&limits, &admission, at).await?;
             return answer
@@ -193,13 +198,16 @@ impl RedisStore {
         admission: &Admission,
         at: Option<u64>,
     ) -> Result<LimitsAnswer, StoreError> {
-        let reply = self
-            .exchange(Call::Several {
+        let call = match limits {
+            // One counter: its own script, a few calls shorter, with the same reply.
+            [limit] if limit.rate.is_counter() => Call::Counter { limit: *limit, at },
+            _ => Call::Several {
                 limits,
                 admission,
                 at,
-            })
-            .await?;
+            },
+        };
+        let reply = self.exchange(call).await?;
         script::decode_limits(&reply, limits)
     }
 

@@ -34,6 +34,14 @@ const SOURCE: &str = include_str!("sliding_window.lua");
 /// recorded in none: `sliding_window_limits.lua`, whose header holds its contract. Used for
 /// every call but the one of a single limit at cost 1, which [`SLIDING_WINDOW`] serves with
 /// fewer Redis calls.
+static SLIDING_WINDOW_COUNTER: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(COUNTER_SOURCE));
+
+const COUNTER_SOURCE: &str = concat!(
+    include_str!("counter.lua"),
+    include_str!("sliding_window_counter.lua")
+);
+
 static SLIDING_WINDOW_LIMITS: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(LIMITS_SOURCE));
 
@@ -100,6 +108,10 @@ pub(super) enum Call<'a> {
         admission: &'a [u8],
         at: Option<u64>,
     },
+    Counter {
+        limit: LimitRef<'a>,
+        at: Option<u64>,
+    },
     /// The refund of `admission`, recorded at `now`, from `limits`' sets: [`REFUND`].
     Refund {
         limits: &'a [LimitRef<'a>],
@@ -122,6 +134,7 @@ impl Call<'_> {
         match self {
             Call::One { .. } => (&SLIDING_WINDOW, SOURCE),
             Call::Several { .. } => (&SLIDING_WINDOW_LIMITS, LIMITS_SOURCE),
+            Call::Counter { .. } => (&SLIDING_WINDOW_COUNTER, COUNTER_SOURCE),
             Call::Refund { .. } => (&REFUND, REFUND_SOURCE),
             Call::Peek { flagged: true, .. } => (&PEEK_NO_WRITES, PEEK_NO_WRITES_SOURCE),
             Call::Peek { flagged: false, .. } => (&PEEK, PEEK_SOURCE),
@@ -153,7 +166,9 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
         (false, true) => ("EVALSHA_RO", script.get_hash()),
     };
     let limits: &[LimitRef<'_>] = match call {
-        Call::One { limit, .. } | Call::Peek { limit, .. } => std::slice::from_ref(limit),
+        Call::One { limit, .. } | Call::Peek { limit, .. } | Call::Counter { limit, .. } => {
+            std::slice::from_ref(limit)
+        }
         Call::Several { limits, .. } | Call::Refund { limits, .. } | Call::Reset { limits } => {
             limits
         }
@@ -216,6 +231,13 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
             }
             kinds(&mut command, limits);
             return command;
+        }
+        Call::Counter { limit, at } => {
+            command
+                .arg(limit.rate.period_us())
+                .arg(limit.rate.threshold())
+                .arg(limit.cost);
+            at
         }
         Call::Peek { limit, at, .. } => {
             command
@@ -573,6 +595,24 @@ mod tests {
         assert_eq!(sent[3..5], ["p:{u}:burst", "p:{u}:daily:swc"]);
         assert_eq!(sent.last().map(String::as_str), Some("lc"));
         assert_eq!(sent.len(), 15);
+        // One counter: its own script, its hash's key, period, threshold, cost and time.
+        let one = Call::Counter {
+            limit: counted[1],
+            at: Some(7),
+        };
+        assert_eq!(
+            arguments(&command("p:", &one, false, false)),
+            [
+                "EVALSHA",
+                SLIDING_WINDOW_COUNTER.get_hash(),
+                "1",
+                "p:{u}:daily:swc",
+                "86400000000",
+                "1000",
+                "3",
+                "7"
+            ]
+        );
         let denied = decode_limits(&[0, 9, 5, 200, 900, 10, 0, 5_000], &limits).unwrap();
         assert!(!denied.admitted);
         assert_eq!(denied.now, 9);
