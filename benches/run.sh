@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole comparison of BENCHMARKS.md, in one run: the machine, the Redis store against
 # redis-benchmark (the physical limit) and the seeds' script, the in-process store against
-# governor with allocations per check and the attribute's overhead (criterion), then scaling.
+# governor with allocations per check and the attribute's overhead (criterion), scaling, and
+# the sliding window counter's accuracy against the log.
 #
 #   bash benches/run.sh                  # everything, a private redis-server per binary
 #   BENCH_REDIS_URL=redis://127.0.0.1:6379/ bash benches/run.sh   # against your server
@@ -36,3 +37,6 @@ cargo bench -p benches --bench memory -- ${CRITERION_ARGS:-} 2>&1 \
 
 echo "== 4. scaling (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 "${CARGO_TARGET_DIR:-target}/release/scaling" | tee "$out/scaling.jsonl"
+
+echo "== 5. the sliding window counter's accuracy against the log (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+"${CARGO_TARGET_DIR:-target}/release/accuracy" | tee "$out/accuracy.jsonl"

@@ -123,15 +123,23 @@ pub fn edge_bursts(threshold: u64, period: Duration, windows: u64, seed: u64) ->
     }
 }
 
-/// `keys` keys with heavy-tailed rates (Pareto, shape 1.2, the median key at a fifth of the
-/// threshold rate, a few far above it), each a Poisson stream, merged by time, for `windows`
-/// periods.
+/// `keys` keys with heavy-tailed rates (Pareto, shape 1.2: the median key at `median` times
+/// the threshold rate, a few far above it, capped at 50 times), each a Poisson stream, merged
+/// by time, for `windows` periods.
 #[must_use]
-pub fn heavy_tailed(keys: u32, threshold: u64, period: Duration, windows: u64, seed: u64) -> Trace {
+pub fn heavy_tailed(
+    keys: u32,
+    median: f64,
+    threshold: u64,
+    period: Duration,
+    windows: u64,
+    seed: u64,
+) -> Trace {
     let period_us = micros(period);
     let mut rng = Rng::new(seed);
     let end = BASE + windows * period_us;
-    let median = 0.2 * threshold as f64 / period_us as f64;
+    let median_share = median;
+    let median = median * threshold as f64 / period_us as f64;
     let shape = 1.2;
     // Pareto(x_m, shape) has median x_m · 2^(1/shape).
     let scale = median / 2f64.powf(1.0 / shape);
@@ -152,7 +160,9 @@ pub fn heavy_tailed(keys: u32, threshold: u64, period: Duration, windows: u64, s
     }
     calls.sort_by_key(|call| (call.at, call.key));
     Trace {
-        name: format!("{keys} keys, heavy-tailed rates"),
+        name: format!(
+            "{keys} keys, heavy-tailed rates (median {median_share}× the threshold rate)"
+        ),
         calls,
         threshold,
         period_us,

@@ -19,7 +19,7 @@ fn traces() -> Vec<Trace> {
         .map(|(&multiple, seed)| accuracy::poisson(multiple, 20, period, 12, seed))
         .collect();
     traces.push(accuracy::edge_bursts(20, period, 12, 5));
-    traces.push(accuracy::heavy_tailed(40, 20, period, 6, 6));
+    traces.push(accuracy::heavy_tailed(40, 0.2, 20, period, 6, 6));
     traces
 }
 
