@@ -46,8 +46,9 @@ use crate::testing::ManualClock;
 /// window.
 ///
 /// A [sliding window counter](crate::Algorithm::SlidingWindowCounter) keeps instead, per key,
-/// two counts and a window index: in Redis a hash named `<prefix><key>:swc`, with a `PEXPIRE`
-/// of two periods from its latest admission; in process an entry of 72 bytes beside the key.
+/// two counts and a window index: in Redis a hash named `<prefix><key>:swc`, which expires
+/// when the window after its latest admission's ends (at most two periods on); in process an
+/// entry of 72 bytes beside the key.
 ///
 /// # Stores
 ///

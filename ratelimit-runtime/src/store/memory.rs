@@ -130,7 +130,8 @@ struct Counter {
     /// When the counts stop mattering (µs, on the checks' clock): the end of the window
     /// after the current one.
     expires_at: u64,
-    /// The wall clock (µs) two periods after the latest admission was made.
+    /// The wall clock (µs) two periods after the latest admission was made (the sweep drops a
+    /// counter once both this and `expires_at` have passed).
     idle_at: u64,
 }
 

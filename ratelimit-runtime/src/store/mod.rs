@@ -43,7 +43,7 @@
 //!   key denied because the in-process store holds `max_keys` waits one period.
 //! - **Expiry**: a key whose every admission has left its window is dropped: by `PEXPIRE` in
 //!   Redis (never shortened by a check), by sweeps that ride on later checks in process. A
-//!   counter lives two periods past its latest admission (its window and the next).
+//!   counter lives until the window after its latest admission's ends (at most two periods).
 //! - **Failures**: a store that cannot answer returns a [`StoreError`]; the check path, not the
 //!   store, applies the failure policy. A check that failed may or may not have been recorded
 //!   (a timeout): it is not resent, except where it is known not to have run (`NOSCRIPT`) or
