@@ -36,7 +36,7 @@ pub enum RateLimitError {
     /// that is lower (a sliding window counter takes any cost up to its threshold). Not a
     /// denial: retrying never helps (the `axum` and `actix-web` features answer 400).
     #[error(
-        "a call of cost {cost} can never be admitted: a call may cost at most {max} (the limit's threshold; at most {cap} under a sliding window log)",
+        "a call of cost {cost} can never be admitted: this limit takes a cost of at most {max} (its threshold, and at most {cap} under a sliding window log; a sliding window counter takes any cost up to its threshold)",
         cap = crate::limit::MAX_COST
     )]
     CostTooHigh {
