@@ -323,8 +323,9 @@ impl ArgsBuilder {
             let given: Vec<String> = self.fixed_names.iter().map(|n| format!("`{n}`")).collect();
             let message = if *fixed == "algorithm" && self.fixed_names.len() == 1 {
                 "`algorithm` cannot be given with `rate`, whose `Rate` chooses its algorithm: \
-                 remove `algorithm`, and make the rate `Rate::new(..)?.with_algorithm(\
-                 Algorithm::SlidingWindowCounter)`"
+                 remove `algorithm`, and choose it on the rate, e.g. \
+                 `Rate::new(..)?.with_algorithm(Algorithm::SlidingWindowCounter)` (a `Rate` is \
+                 a sliding window log unless told otherwise)"
                     .to_owned()
             } else {
                 format!(

@@ -46,7 +46,8 @@ use crate::testing::ManualClock;
 /// window.
 ///
 /// A [sliding window counter](crate::Algorithm::SlidingWindowCounter) keeps instead, per key,
-/// two counts and a window index: in Redis a hash named `<prefix><key>:swc`, which expires
+/// and period two counts and a window index: in Redis a field of the hash named
+/// `<prefix><key>:swc`, which expires
 /// when the window after its latest admission's ends (at most two periods on); in process an
 /// entry of 72 bytes beside the key.
 ///

@@ -38,8 +38,10 @@ pub struct Rate {
 /// | any rolling window of length `period` | at most `threshold` | at most `threshold + ⌊threshold · f⌋ ≤ 2 · threshold − 1` |
 /// | any fixed window (aligned to multiples of `period` since the Unix epoch) | at most `threshold` | at most `threshold` |
 ///
-/// (`f` is the fraction of its fixed window at which the rolling window ends.) The two keep
-/// their state under different keys: changing a limit's algorithm starts it afresh.
+/// (`f` is the fraction of its fixed window at which the rolling window ends; the counter's
+/// bounds hold for checks in time order.) The two keep their state under different keys:
+/// changing a limit's algorithm starts it afresh; so does changing a counter's period, each
+/// period of a key being a counter of its own.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u32)]

@@ -37,8 +37,10 @@
 //! A check at a time earlier than the key's current window (explicit times out of order, a
 //! server clock stepped back) is seen as at the start of that window, with both counts at full
 //! weight (the most the estimate can be), and admitted into `prev` (the window before): the
-//! fixed windows' bound holds for the window the call belongs to when it is the previous one,
-//! and a call older than that is over-counted, never under-counted.
+//! fixed windows' bound holds for the window the call belongs to when it is the previous one.
+//! A call older than that is counted in the window before the key's, which it over-counts,
+//! and is not checked against its own window, which can then hold more than `T`: the bounds
+//! above are for checks in time order.
 
 use crate::rate::Rate;
 
@@ -173,14 +175,13 @@ impl Window {
     /// holds admissions, else the end of this one while the previous one does, else 0.
     pub(crate) fn reset_after(&self) -> u64 {
         let left = self.period - self.elapsed;
-        self.ahead
-            + if self.counts.cur > 0 {
-                left + self.period
-            } else if self.counts.prev > 0 {
-                left
-            } else {
-                0
-            }
+        if self.counts.cur > 0 {
+            self.ahead + left + self.period
+        } else if self.counts.prev > 0 {
+            self.ahead + left
+        } else {
+            0
+        }
     }
 
     /// Records a call of `cost`: in the current window, or in the previous one for a time

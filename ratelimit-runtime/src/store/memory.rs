@@ -116,7 +116,8 @@ struct Log {
     idle_at: u64,
 }
 
-/// One key's sliding window counter (see `counter.rs`): no allocation beyond the key's.
+/// One key's sliding window counter for one period (see `counter.rs`): no allocation beyond
+/// the key's. A key checked with two periods has two, which do not disturb each other.
 struct CounterEntry {
     key: SmolStr,
     counter: Counter,
@@ -133,6 +134,9 @@ struct Counter {
     /// The wall clock (µs) two periods after the latest admission was made (the sweep drops a
     /// counter once both this and `expires_at` have passed).
     idle_at: u64,
+    /// When the counter was first written (µs, on the checks' clock): a refund of a check
+    /// made before it (of a key reset since) has nothing to take here.
+    born: u64,
 }
 
 impl Counter {
@@ -159,6 +163,9 @@ impl Counter {
 
     /// Keeps `window`'s counts, in which a call was admitted at `now`.
     fn record(counter: &mut Counter, window: &Window, rate: Rate, now: Now) {
+        if counter.born == Counter::UNBORN {
+            counter.born = now.at;
+        }
         counter.counts = window.counts();
         counter.period = rate.period_us();
         counter.expires_at = counter.expires_at.max(window.expires_at());
@@ -177,7 +184,11 @@ impl Counter {
         period: 0,
         expires_at: 0,
         idle_at: 0,
+        born: Counter::UNBORN,
     };
+
+    /// `born` of a counter not written yet.
+    const UNBORN: u64 = u64::MAX;
 }
 
 /// The time of a check: the one it is checked at, and the wall clock's.
@@ -289,7 +300,8 @@ impl MemoryStore {
             .unwrap_or_else(PoisonError::into_inner);
         let threshold = rate.threshold();
         if rate.is_counter() {
-            let window = Counter::window(shard.find_counter(hash, key).as_deref(), rate, now);
+            let counter = shard.find_counter(hash, key, rate.period_us());
+            let window = Counter::window(counter.as_deref(), rate, now);
             let reset_after = micros(window.reset_after());
             return if window.fits(1) {
                 Decision::admitted(threshold, window.remaining(), reset_after)
@@ -327,7 +339,8 @@ impl MemoryStore {
         if let Ok(entry) = shard.logs.find_entry(hash, |entry| *entry.key == *key) {
             entry.remove();
         }
-        if let Ok(entry) = shard.counters.find_entry(hash, |entry| *entry.key == *key) {
+        // One counter per period the key was checked with.
+        while let Ok(entry) = shard.counters.find_entry(hash, |entry| *entry.key == *key) {
             entry.remove();
         }
     }
@@ -344,8 +357,8 @@ impl MemoryStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if limit.rate.is_counter() {
-            if let Some(counter) = shard.find_counter(hash, limit.key)
-                && counter.period == limit.rate.period_us()
+            if let Some(counter) = shard.find_counter(hash, limit.key, limit.rate.period_us())
+                && counter.born <= at
             {
                 let cost = u64::from(limit.cost);
                 counter.counts = counter::refund(counter.counts, limit.rate, at, cost);
@@ -436,7 +449,8 @@ impl MemoryStore {
             let shard = locked(&mut shards, self.shard_index(hash));
             let mut count = 0;
             let found = if limit.rate.is_counter() {
-                shard.find_counter(hash, limit.key).map(|counter| {
+                let period = limit.rate.period_us();
+                shard.find_counter(hash, limit.key, period).map(|counter| {
                     let mut window = Counter::window(Some(&*counter), limit.rate, now.at);
                     count = limit.rate.threshold() - window.remaining();
                     Counter::verdict(&mut window, limit.cost)
@@ -486,7 +500,8 @@ impl MemoryStore {
                 if verdict.is_admitted() && limit.cost > 0 {
                     let shard = locked(&mut shards, self.shard_index(hash));
                     if limit.rate.is_counter() {
-                        let counter = shard.find_counter(hash, limit.key);
+                        let period = limit.rate.period_us();
+                        let counter = shard.find_counter(hash, limit.key, period);
                         let mut window = Counter::window(counter.as_deref(), limit.rate, now.at);
                         *verdict = Counter::verdict(&mut window, 0);
                         continue;
@@ -502,7 +517,8 @@ impl MemoryStore {
             for (limit, &hash) in limits.iter().zip(&hashes) {
                 let shard = locked(&mut shards, self.shard_index(hash));
                 if limit.cost > 0 && limit.rate.is_counter() {
-                    let counter = shard.counter_of(&self.hasher, hash, limit.key);
+                    let period = limit.rate.period_us();
+                    let counter = shard.counter_of(&self.hasher, hash, limit.key, period);
                     let mut window = Counter::window(Some(&*counter), limit.rate, now.at);
                     window.admit(u64::from(limit.cost));
                     Counter::record(counter, &window, limit.rate, now);
@@ -626,7 +642,7 @@ impl Shard {
         now: Now,
         capacity: usize,
     ) -> Option<Verdict> {
-        if let Some(counter) = self.find_counter(hash, key) {
+        if let Some(counter) = self.find_counter(hash, key, rate.period_us()) {
             let mut window = Counter::window(Some(&*counter), rate, now.at);
             let verdict = Counter::verdict(&mut window, 1);
             if verdict.is_admitted() {
@@ -650,21 +666,33 @@ impl Shard {
         self.logs.len() + self.counters.len()
     }
 
-    /// The counter of `key`, whose hash is `hash`, if the shard holds it.
+    /// The counter of `key` for `period` (µs), whose hash is `hash`, if the shard holds it.
     #[inline]
-    fn find_counter(&mut self, hash: u64, key: &str) -> Option<&mut Counter> {
+    fn find_counter(&mut self, hash: u64, key: &str, period: u64) -> Option<&mut Counter> {
         self.counters
-            .find_mut(hash, |entry| *entry.key == *key)
+            .find_mut(hash, |entry| {
+                entry.counter.period == period && *entry.key == *key
+            })
             .map(|entry| &mut entry.counter)
     }
 
-    /// The counter of `key`, made empty now if the shard holds none (the caller has made sure
-    /// of the room).
-    fn counter_of(&mut self, hasher: &SipHasher13, hash: u64, key: &str) -> &mut Counter {
-        if self.find_counter(hash, key).is_none() {
-            self.insert_counter(hasher, hash, key, Counter::EMPTY);
+    /// The counter of `key` for `period`, made empty now if the shard holds none (the caller
+    /// has made sure of the room).
+    fn counter_of(
+        &mut self,
+        hasher: &SipHasher13,
+        hash: u64,
+        key: &str,
+        period: u64,
+    ) -> &mut Counter {
+        if self.find_counter(hash, key, period).is_none() {
+            let counter = Counter {
+                period,
+                ..Counter::EMPTY
+            };
+            self.insert_counter(hasher, hash, key, counter);
         }
-        self.find_counter(hash, key)
+        self.find_counter(hash, key, period)
             .expect("the counter was inserted just above")
     }
 

@@ -26,8 +26,9 @@
 //!   key, aligned to multiples of it since the Unix epoch; a call fits iff
 //!   `prev · (P − e) + (cur + cost) · P ≤ T · P`, and is added to `cur`. Its state is apart
 //!   from the log's: in Redis a hash under the key with
-//!   [`COUNTER_SUFFIX`](crate::layout::COUNTER_SUFFIX) after it, in process a table of its
-//!   own. A counter kept for another period starts afresh. Denied calls record nothing; a
+//!   [`COUNTER_SUFFIX`](crate::layout::COUNTER_SUFFIX) after it (a field per period), in
+//!   process a table of its own (an entry per key and period): each period of a key is a
+//!   counter of its own, and a refund leaves a counter first written after its check alone. Denied calls record nothing; a
 //!   resend is recognised only through a log limit of the same call (a call of counters only
 //!   may be counted twice when its connection closed mid-call).
 //! - **Atomic**: a check is decided and recorded in one step that no other check of the key

@@ -1,9 +1,12 @@
 -- The sliding window counter's arithmetic (store/counter.rs, which proves its bound), for the
 -- scripts that check, look at or refund counters: script.rs puts this before them.
 --
--- A counter is a hash: w (the index of its current fixed window, now // period), prev and
--- cur (the admissions of the window before and of that one), period (µs; another period
--- starts afresh). At e µs into window w, a call of cost c fits iff
+-- A key's counters are one hash, a field per period (its µs, in digits), each holding
+-- '<w> <prev> <cur> <born>': the index of its current fixed window (now // period), the
+-- admissions of the window before and of that one, and the time (µs) the field was first
+-- written, which a refund of a check made before it (of a key reset since) leaves alone.
+-- Two periods on one key are two counters that do not disturb each other. At e µs into
+-- window w, a call of cost c fits iff
 -- prev * (P - e) + (cur + c) * P <= T * P. Lua's numbers are doubles, exact below 2^53,
 -- while T * P reaches 1.4e25: products are kept in two integer halves, hi * 2^32 + lo, and
 -- compared exactly. Divisions in doubles only propose an answer, which exact comparisons
@@ -55,26 +58,40 @@ local function window_index(now, period)
   return index
 end
 
--- The counter at key seen at now: index, prev, cur, elapsed (µs into the window), ahead
--- (µs from now to the window's start: 0, unless now is before the key's window, which is
--- then seen from its start, both counts at full weight; an admission there goes to prev),
--- and kept (true when the hash holds this very window, so that an admission changes one
--- count and nothing else).
+-- The field of period's counter in its key's hash.
+local function counter_field(period)
+  return string.format('%d', period)
+end
+
+-- The counter of period at key as stored: its window's index, prev, cur and born; nil when
+-- the hash holds none.
+local function counter_read(key, period)
+  local stored = redis.call('HGET', key, counter_field(period))
+  if not stored then
+    return nil
+  end
+  local w, prev, cur, born = string.match(stored, '^(%d+) (%d+) (%d+) (%d+)$')
+  return tonumber(w), tonumber(prev), tonumber(cur), tonumber(born)
+end
+
+-- The counter of period at key seen at now: index, prev, cur, elapsed (µs into the window),
+-- ahead (µs from now to the window's start: 0, unless now is before the key's window, which
+-- is then seen from its start, both counts at full weight; an admission there goes to prev),
+-- born (when the counter was first written; now for a new one) and first (true unless the
+-- hash holds this window already: an admission then sets the TTL).
 local function counter_window(key, period, now)
   local index = window_index(now, period)
-  local stored = redis.call('HMGET', key, 'w', 'prev', 'cur', 'period')
-  if tonumber(stored[4]) == period then
-    local kept = tonumber(stored[1])
-    local prev, cur = tonumber(stored[2]), tonumber(stored[3])
-    if kept == index then
-      return index, prev, cur, now - index * period, 0, true
-    elseif kept + 1 == index then
-      return index, cur, 0, now - index * period, 0, false
-    elseif kept > index then
-      return kept, prev, cur, 0, kept * period - now, true
-    end
+  local kept, prev, cur, born = counter_read(key, period)
+  if kept == nil then
+    return index, 0, 0, now - index * period, 0, now, true
+  elseif kept == index then
+    return index, prev, cur, now - index * period, 0, born, false
+  elseif kept + 1 == index then
+    return index, cur, 0, now - index * period, 0, born, true
+  elseif kept > index then
+    return kept, prev, cur, 0, kept * period - now, born, false
   end
-  return index, 0, 0, now - index * period, 0, false
+  return index, 0, 0, now - index * period, 0, born, true
 end
 
 -- The largest cost that fits (0 when none does).
@@ -131,23 +148,20 @@ local function counter_reset(prev, cur, elapsed, ahead, period)
   return 0
 end
 
--- Keeps a counter in which a call was admitted at now, its counts now prev and cur (as text
--- through '%d', sparing Redis its '%.17g' of a Lua number). In the
--- window the hash holds (kept), one count changes: the TTL set by the window's first
--- admission still holds. Otherwise the whole hash is written, and it expires when the window
--- after this one ends (at most two periods on; PEXPIRE counts milliseconds on the server's
--- clock: rounded up, plus 1 ms, at least 1 s, as the log's keys).
-local function counter_store(key, index, prev, cur, period, kept, ahead, now)
-  if kept and ahead > 0 then
-    redis.call('HSET', key, 'prev', string.format('%d', prev))
-  elseif kept then
-    redis.call('HSET', key, 'cur', string.format('%d', cur))
-  else
-    local text = string.format
-    redis.call('HSET', key, 'w', text('%d', index), 'prev', text('%d', prev), 'cur',
-      text('%d', cur), 'period', text('%d', period))
-    local ttl = (index + 2) * period - now
-    redis.call('PEXPIRE', key, math.max(math.ceil(ttl / 1000) + 1, 1000))
+-- Keeps the counter of period at key, in which a call was admitted at now: its window's
+-- index, its counts (as text through '%d', sparing Redis its '%.17g' of a Lua number) and
+-- born. The hash expires when the window after this one ends (at most two periods on;
+-- PEXPIRE counts milliseconds on the server's clock: rounded up, plus 1 ms, at least 1 s, as
+-- the log's keys), never sooner than it would have: another period's counter may need it
+-- longer. Within one window the TTL set by its first admission still holds.
+local function counter_store(key, index, prev, cur, born, period, now, first)
+  redis.call('HSET', key, counter_field(period),
+    string.format('%d %d %d %d', index, prev, cur, born))
+  if first then
+    local ttl = math.max(math.ceil(((index + 2) * period - now) / 1000) + 1, 1000)
+    if redis.call('PTTL', key) < ttl then
+      redis.call('PEXPIRE', key, ttl)
+    end
   end
 end
 

@@ -12,7 +12,8 @@
 -- ARGV[3n+3]   which limits are sliding window counters, as in sliding_window_limits.lua
 --              (absent: all logs). A counter takes the cost from the fixed window the check's
 --              time falls in while that window is its current or previous one; an older one no
---              longer counts, and nothing is taken.
+--              longer counts, and nothing is taken; nor from a counter first written after the
+--              check's time (the key was reset since: the call is not in it).
 --
 -- Returns, for each limit: {count (its admissions once refunded: the window's, as of the
 -- check; a counter's estimate, T - remaining), reset_after (µs from the check's time until
@@ -33,14 +34,17 @@ for i = 1, n do
   local reset = 0
   if string.sub(kinds, i, i) == 'c' then
     local threshold = tonumber(ARGV[3 * i + 2])
-    local stored = redis.call('HMGET', key, 'w', 'prev', 'cur', 'period')
-    if tonumber(stored[4]) == period then
-      local kept = tonumber(stored[1])
+    local kept, prev, cur, born = counter_read(key, period)
+    -- A counter first written after the check (its key reset since) never held the call.
+    if kept ~= nil and born <= now then
       local index = window_index(now, period)
+      local text = string.format
       if index == kept then
-        redis.call('HSET', key, 'cur', math.max(tonumber(stored[3]) - cost, 0))
+        redis.call('HSET', key, counter_field(period),
+          text('%d %d %d %d', kept, prev, math.max(cur - cost, 0), born))
       elseif index + 1 == kept then
-        redis.call('HSET', key, 'prev', math.max(tonumber(stored[2]) - cost, 0))
+        redis.call('HSET', key, counter_field(period),
+          text('%d %d %d %d', kept, math.max(prev - cost, 0), cur, born))
       end
     end
     local _, prev, cur, elapsed, ahead = counter_window(key, period, now)

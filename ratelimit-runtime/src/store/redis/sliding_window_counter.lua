@@ -14,8 +14,8 @@
 -- when it fits), reset_after (µs until the estimate is 0, with this call when admitted)}.
 --
 -- A call is admitted iff prev * (P - e) + (cur + cost) * P <= T * P (a cost of 0 always
--- fits); denied calls write nothing. An admission makes 3 calls (TIME, HMGET, HSET of the
--- count), the first of a window 4 (with PEXPIRE); a denial 2 (TIME, HMGET). A call resent
+-- fits); denied calls write nothing. An admission makes 3 calls (TIME, HGET, HSET of the
+-- counter's field), the first of a window 5 (with PTTL and PEXPIRE); a denial 2 (TIME, HGET). A call resent
 -- after a lost connection is not recognised (a counter keeps no member): it may count twice.
 
 local key = KEYS[1]
@@ -28,7 +28,7 @@ if now == nil then
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 
-local index, prev, cur, elapsed, ahead, kept = counter_window(key, period, now)
+local index, prev, cur, elapsed, ahead, born, first = counter_window(key, period, now)
 local left = counter_remaining(prev, cur, elapsed, threshold, period)
 local count = threshold - left
 if cost <= left then
@@ -38,7 +38,7 @@ if cost <= left then
     else
       cur = cur + cost
     end
-    counter_store(key, index, prev, cur, period, kept, ahead, now)
+    counter_store(key, index, prev, cur, born, period, now, first)
   end
   return {1, now, count, 0, counter_reset(prev, cur, elapsed, ahead, period)}
 end

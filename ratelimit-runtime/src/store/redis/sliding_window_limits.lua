@@ -16,9 +16,9 @@
 -- ARGV[3i+3]   limit i's cost (0 ..= min(threshold, 10,000) for a log, 0 ..= threshold for a
 --              counter: larger ones are turned away before they are sent).
 -- ARGV[3n+4]   which limits are sliding window counters: a 'c' at position i for limit i, an
---              'l' for a log (absent: all logs). A counter's key is its hash (counter.lua,
---              which script.rs puts before this script), and its count below is the estimate
---              T - remaining.
+--              'l' for a log (absent: all logs). A counter's key is its hash, its period's
+--              field holding it (counter.lua, which script.rs puts before this script), and
+--              its count below is the estimate T - remaining.
 --
 -- Returns {admitted (1 or 0), now (µs), then for each limit: count (its window's admissions
 -- before this call), retry_after (µs until its cost fits; 0 when it fits), reset_after (µs
@@ -40,8 +40,8 @@
 -- never shortens a TTL; when it sets nothing, PTTL tells a key without one (which GT takes for
 -- an infinite TTL) to get it; on an older server GT fails and PTTL decides, as in
 -- sliding_window.lua. A denial reads each limit's newest admission, and its rank
--- count + cost - threshold - 1 in each limit that denies. A counter costs HMGET, then when
--- admitted HSET of its count (and PEXPIRE at a window's first admission). A resend is recognised by the logs' members only: a call whose
+-- count + cost - threshold - 1 in each limit that denies. A counter costs HGET, then when
+-- admitted HSET of its field (and PTTL, PEXPIRE at a window's first admission). A resend is recognised by the logs' members only: a call whose
 -- limits are all counters may be counted twice when its connection closed mid-call.
 
 local CHUNK = 1000
@@ -61,7 +61,7 @@ local kinds = ARGV[3 * n + 4] or ''
 local function is_counter(i)
   return string.sub(kinds, i, i) == 'c'
 end
--- Each counter's window: {index, prev, cur, elapsed, ahead, kept}.
+-- Each counter's window: {index, prev, cur, elapsed, ahead, born, first}.
 local windows = {}
 
 -- A resend whose first send ran recorded the call in every limit (one script records in all
@@ -117,8 +117,8 @@ for i = 1, n do
   local threshold = tonumber(ARGV[3 * i + 2])
   if is_counter(i) then
     local period = tonumber(ARGV[3 * i + 1])
-    local index, prev, cur, elapsed, ahead, kept = counter_window(key, period, now)
-    windows[i] = {index, prev, cur, elapsed, ahead, kept}
+    local index, prev, cur, elapsed, ahead, born, first = counter_window(key, period, now)
+    windows[i] = {index, prev, cur, elapsed, ahead, born, first}
     local left = counter_remaining(prev, cur, elapsed, threshold, period)
     counts[i] = threshold - left
     if cost > left then
@@ -220,7 +220,7 @@ if fits then
     if is_counter(i) then
       local cost = tonumber(ARGV[3 * i + 3])
       local period = tonumber(ARGV[3 * i + 1])
-      local index, prev, cur, elapsed, ahead, kept = unpack(windows[i])
+      local index, prev, cur, elapsed, ahead, born, first = unpack(windows[i])
       if resent then
         -- Counted by the first send.
         reply[3 * i] = math.max(counts[i] - cost, 0)
@@ -231,7 +231,7 @@ if fits then
           else
             cur = cur + cost
           end
-          counter_store(KEYS[i], index, prev, cur, period, kept, ahead, now)
+          counter_store(KEYS[i], index, prev, cur, born, period, now, first)
         end
         reply[3 * i] = counts[i]
       end
