@@ -49,7 +49,7 @@ use crate::testing::ManualClock;
 /// and period two counts and a window index: in Redis a field of the hash named
 /// `<prefix><key>:swc`, which expires
 /// when the window after its latest admission's ends (at most two periods on); in process an
-/// entry of 72 bytes beside the key.
+/// entry of 80 bytes (a key of up to 23 bytes inline).
 ///
 /// # Stores
 ///
