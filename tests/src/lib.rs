@@ -13,6 +13,7 @@
 pub mod accuracy;
 pub mod cluster;
 pub mod counting_alloc;
+pub mod either;
 pub mod journal;
 pub mod proxy;
 pub mod tls;

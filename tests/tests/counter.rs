@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use ratelimit_runtime::testing::ManualClock;
-use ratelimit_runtime::{Algorithm, Decision, Limit, Limiter, Rate, RateLimitError};
+use ratelimit_runtime::{Algorithm, Limit, Limiter, Rate, RateLimitError};
+use tests::accuracy::Rng;
 use tests::{TestRedis, at_micros, unique_prefix};
 
 /// A base time (2023-11-14T22:13:20Z), in µs: a multiple of 1 ms, 1 s, 4 s and 10 s, so that
@@ -15,79 +16,7 @@ use tests::{TestRedis, at_micros, unique_prefix};
 const T0: u64 = 1_700_000_000_000_000;
 const SECOND: u64 = 1_000_000;
 
-/// A limiter of either store, and the Redis server behind it (kept alive for the test).
-struct Store {
-    limiter: Limiter,
-    redis: Option<(TestRedis, String)>,
-}
-
-impl Store {
-    fn memory() -> Store {
-        Store {
-            limiter: Limiter::memory(),
-            redis: None,
-        }
-    }
-
-    async fn redis(name: &str) -> Store {
-        let redis = TestRedis::start();
-        let prefix = unique_prefix(name);
-        let limiter = redis_limiter(&redis, &prefix, None).await;
-        Store {
-            limiter,
-            redis: Some((redis, prefix)),
-        }
-    }
-
-    /// A limiter of the same store on `clock`.
-    async fn with_clock(&self, clock: ManualClock) -> Limiter {
-        match &self.redis {
-            None => Limiter::memory_with_clock(clock),
-            Some((redis, prefix)) => redis_limiter(redis, prefix, Some(clock)).await,
-        }
-    }
-
-    async fn clean_up(&self) {
-        if let Some((redis, prefix)) = &self.redis {
-            redis.clean_up(prefix).await;
-        }
-    }
-
-    async fn at(&self, key: &str, rate: Rate, micros: u64) -> Decision {
-        self.limiter
-            .check_at(key, rate, at_micros(micros))
-            .await
-            .expect("check succeeds")
-    }
-
-    async fn costly(&self, key: &str, rate: Rate, cost: u32, micros: u64) -> Decision {
-        let limits = [Limit::new(key, rate).with_cost(cost)];
-        *self
-            .limiter
-            .check_all_at(limits, at_micros(micros))
-            .await
-            .expect("check succeeds")
-    }
-
-    async fn peek(&self, key: &str, rate: Rate, micros: u64) -> Decision {
-        self.limiter
-            .peek_at(key, rate, at_micros(micros))
-            .await
-            .expect("look succeeds")
-    }
-}
-
-async fn redis_limiter(redis: &TestRedis, prefix: &str, clock: Option<ManualClock>) -> Limiter {
-    let mut builder = Limiter::builder()
-        .redis_url(redis.url())
-        .key_prefix(prefix)
-        // A timeout no loaded machine reaches: every answer here is the store's.
-        .timeout(Duration::from_secs(10));
-    if let Some(clock) = clock {
-        builder = builder.clock(clock);
-    }
-    builder.build().await.expect("build a Redis limiter")
-}
+use tests::either::{EitherStore as Store, redis_limiter};
 
 fn log(threshold: u64, period: Duration) -> Rate {
     Rate::new(threshold, period).expect("valid rate")
@@ -479,21 +408,6 @@ async fn redis_keeps_one_small_expiring_hash_per_key() {
     redis.clean_up(&prefix).await;
 }
 
-/// A small random number generator (xorshift), for sequences both stores replay.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Random sequences of costs and times, out of order, at small and extreme rates: the Lua
 /// arithmetic in halves answers as the in-process `u128`, to the microsecond. Periods of at
 /// least a second: a counter idle for its two periods may be swept in process by the wall
@@ -507,7 +421,7 @@ async fn memory_and_redis_answer_alike() {
     let max_period = u64::try_from(Rate::MAX_PERIOD.as_micros()).unwrap();
     for seed in 1..=30u64 {
         let local = Limiter::memory();
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut rng = Rng::new(seed);
         for step in 0..150 {
             let key = format!("s{seed}:{}", rng.below(3));
             let (threshold, period) = match rng.below(4) {

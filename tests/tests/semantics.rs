@@ -5,57 +5,14 @@
 
 use std::time::{Duration, SystemTime};
 
-use ratelimit_runtime::{Decision, Limiter, Rate, RateLimitError};
-use tests::{TestRedis, at_micros, at_secs, unique_prefix};
+use ratelimit_runtime::{Decision, Rate, RateLimitError};
+use tests::at_secs;
 
 /// A base time well after 1970 (2023-11-14T22:13:20Z), in microseconds since the epoch.
 const T0: u64 = 1_700_000_000_000_000;
 const SECOND: u64 = 1_000_000;
 
-/// A limiter of either store, and the Redis server behind it (kept alive for the test).
-struct Store {
-    limiter: Limiter,
-    redis: Option<(TestRedis, String)>,
-}
-
-impl Store {
-    fn memory() -> Store {
-        Store {
-            limiter: Limiter::memory(),
-            redis: None,
-        }
-    }
-
-    async fn redis(name: &str) -> Store {
-        let redis = TestRedis::start();
-        let prefix = unique_prefix(name);
-        let limiter = Limiter::builder()
-            .redis_url(redis.url())
-            .key_prefix(&prefix)
-            .timeout(Duration::from_secs(5))
-            .build()
-            .await
-            .expect("build a Redis limiter");
-        Store {
-            limiter,
-            redis: Some((redis, prefix)),
-        }
-    }
-
-    /// Deletes the test's keys, in case the server is a shared one.
-    async fn clean_up(&self) {
-        if let Some((redis, prefix)) = &self.redis {
-            redis.clean_up(prefix).await;
-        }
-    }
-
-    async fn at(&self, key: &str, rate: Rate, micros: u64) -> Decision {
-        self.limiter
-            .check_at(key, rate, at_micros(micros))
-            .await
-            .expect("check succeeds")
-    }
-}
+use tests::either::EitherStore as Store;
 
 fn rate(threshold: u64, period: Duration) -> Rate {
     Rate::new(threshold, period).expect("valid rate")

@@ -165,3 +165,16 @@ local function counter_store(key, index, prev, cur, born, period, now, first)
   end
 end
 
+-- Admits a call of cost (above 0) at now into the counter of period at key, seen as
+-- counter_window saw it: into cur, or into prev for a time before the key's window; keeps
+-- it, and returns the counts with the call.
+local function counter_admit(key, period, now, cost, index, prev, cur, ahead, born, first)
+  if ahead > 0 then
+    prev = prev + cost
+  else
+    cur = cur + cost
+  end
+  counter_store(key, index, prev, cur, born, period, now, first)
+  return prev, cur
+end
+

@@ -33,12 +33,7 @@ local left = counter_remaining(prev, cur, elapsed, threshold, period)
 local count = threshold - left
 if cost <= left then
   if cost > 0 then
-    if ahead > 0 then
-      prev = prev + cost
-    else
-      cur = cur + cost
-    end
-    counter_store(key, index, prev, cur, born, period, now, first)
+    prev, cur = counter_admit(key, period, now, cost, index, prev, cur, ahead, born, first)
   end
   return {1, now, count, 0, counter_reset(prev, cur, elapsed, ahead, period)}
 end

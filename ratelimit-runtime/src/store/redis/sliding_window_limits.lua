@@ -226,12 +226,8 @@ if fits then
         reply[3 * i] = math.max(counts[i] - cost, 0)
       else
         if cost > 0 then
-          if ahead > 0 then
-            prev = prev + cost
-          else
-            cur = cur + cost
-          end
-          counter_store(KEYS[i], index, prev, cur, born, period, now, first)
+          prev, cur =
+            counter_admit(KEYS[i], period, now, cost, index, prev, cur, ahead, born, first)
         end
         reply[3 * i] = counts[i]
       end
