@@ -166,3 +166,61 @@ async fn a_request_without_a_key_is_answered_not_passed() {
         StatusCode::UNAUTHORIZED
     );
 }
+
+/// A layer's rates may mix the algorithms: a burst log and an hourly sliding window counter,
+/// checked together, both in the fields, the counter recording nothing for a call the log
+/// denies.
+#[tokio::test]
+async fn a_layer_takes_a_sliding_window_counter_beside_a_log() {
+    use ratelimit_runtime::Algorithm;
+    use ratelimit_runtime::testing::ManualClock;
+
+    let burst = Rate::new(3, Duration::from_secs(10)).unwrap();
+    let hourly = Rate::new(4, Duration::from_secs(3_600))
+        .unwrap()
+        .with_algorithm(Algorithm::SlidingWindowCounter);
+    // The start of an hour, so that the counter's window is the clock's hour.
+    let clock = ManualClock::new(std::time::UNIX_EPOCH + Duration::from_secs(1_700_002_800));
+    let layer = RateLimitLayer::new(
+        Limiter::memory_with_clock(clock.clone()),
+        burst,
+        HeaderKey::new("x-api-key"),
+    )
+    .and_rate(hourly);
+    let base = serve(
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer),
+    )
+    .await;
+    let http = client();
+    let call = || async {
+        http.get(&base)
+            .header("x-api-key", "k")
+            .send()
+            .await
+            .unwrap()
+    };
+    for n in 0..3 {
+        let response = call().await;
+        assert_eq!(response.status(), StatusCode::OK, "call {n}");
+        let policies = field(&response, "ratelimit-policy");
+        assert!(policies.contains(";q=3;w=10"), "{policies}");
+        assert!(policies.contains(";q=4;w=3600"), "{policies}");
+    }
+    // The burst denies; the counter records nothing for it.
+    assert_eq!(call().await.status(), StatusCode::TOO_MANY_REQUESTS);
+    clock.advance(Duration::from_secs(10));
+    let fourth = call().await;
+    assert_eq!(fourth.status(), StatusCode::OK);
+    assert!(
+        field(&fourth, "ratelimit").contains(";r=0;"),
+        "{}",
+        field(&fourth, "ratelimit")
+    );
+    // Now the hourly counter denies, whatever the burst says.
+    clock.advance(Duration::from_secs(10));
+    let denied = call().await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(denied.headers().get("retry-after").is_some());
+}
