@@ -141,11 +141,9 @@ struct Counter {
 
 impl Counter {
     /// `counter`'s windows (`None`: a key without one) for `rate` at `now`.
+    /// (A counter is found by its key and period, so its counts are always of `rate`'s.)
     fn window(counter: Option<&Counter>, rate: Rate, now: u64) -> Window {
-        let counts = counter
-            .filter(|counter| counter.period == rate.period_us())
-            .map(|counter| counter.counts);
-        Window::at(counts, rate, now)
+        Window::at(counter.map(|counter| counter.counts), rate, now)
     }
 
     /// The verdict on a call of `cost` in `window` (a cost of 0 always fits); admitted, the
@@ -777,24 +775,19 @@ impl Shard {
                 self.scans += 1;
             }
             let mut soonest = Now::NEVER;
-            self.logs.retain(|entry| {
-                let log = &entry.log;
-                let keep = log.expires_at > now.at || log.idle_at > now.wall;
+            // Kept unless expired at `now` and by the wall clock; a kept one lowers the bounds.
+            let mut keep = |expires_at: u64, idle_at: u64| {
+                let keep = expires_at > now.at || idle_at > now.wall;
                 if keep {
-                    soonest.at = soonest.at.min(log.expires_at);
-                    soonest.wall = soonest.wall.min(log.idle_at);
+                    soonest.at = soonest.at.min(expires_at);
+                    soonest.wall = soonest.wall.min(idle_at);
                 }
                 keep
-            });
-            self.counters.retain(|entry| {
-                let counter = &entry.counter;
-                let keep = counter.expires_at > now.at || counter.idle_at > now.wall;
-                if keep {
-                    soonest.at = soonest.at.min(counter.expires_at);
-                    soonest.wall = soonest.wall.min(counter.idle_at);
-                }
-                keep
-            });
+            };
+            self.logs
+                .retain(|entry| keep(entry.log.expires_at, entry.log.idle_at));
+            self.counters
+                .retain(|entry| keep(entry.counter.expires_at, entry.counter.idle_at));
             self.soonest = soonest;
         }
         self.kept = self.len();

@@ -129,10 +129,7 @@ impl RedisStore {
     pub(crate) fn part_of(&self, limit: LimitRef<'_>) -> usize {
         match self.target {
             Target::Cluster(_) if limit.rate.is_counter() => {
-                let mut key = String::with_capacity(limit.key.len() + COUNTER_SUFFIX.len());
-                key.push_str(limit.key);
-                key.push_str(COUNTER_SUFFIX);
-                self.part(&key)
+                usize::from(slot::slot_of(&[&self.prefix, limit.key, COUNTER_SUFFIX]))
             }
             _ => self.part(limit.key),
         }

@@ -7,15 +7,19 @@ pub(super) const SLOTS: usize = 16_384;
 /// The hash slot of `<prefix><key>`, without joining them unless a `{` makes a hash tag
 /// possible.
 pub(super) fn key_slot(prefix: &str, key: &str) -> u16 {
-    if prefix.contains('{') || key.contains('{') {
-        let mut full_key = Vec::with_capacity(prefix.len() + key.len());
-        full_key.extend_from_slice(prefix.as_bytes());
-        full_key.extend_from_slice(key.as_bytes());
-        return hash_slot(&full_key);
+    slot_of(&[prefix, key])
+}
+
+/// The hash slot of the key made of `parts` one after the other (`<prefix><key><suffix>`),
+/// joined only when a `{` makes a hash tag possible.
+pub(super) fn slot_of(parts: &[&str]) -> u16 {
+    if parts.iter().any(|part| part.contains('{')) {
+        return hash_slot(parts.concat().as_bytes());
     }
     let mut crc = crc16::State::<crc16::XMODEM>::new();
-    crc.update(prefix.as_bytes());
-    crc.update(key.as_bytes());
+    for part in parts {
+        crc.update(part.as_bytes());
+    }
     crc.get() % 16_384
 }
 
@@ -38,7 +42,7 @@ fn hash_slot(key: &[u8]) -> u16 {
 
 #[cfg(test)]
 mod tests {
-    use super::{hash_slot, key_slot};
+    use super::{hash_slot, key_slot, slot_of};
 
     /// Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
     #[test]
@@ -51,6 +55,22 @@ mod tests {
         assert_eq!(hash_slot(b"foo{}{bar}"), whole);
         assert_ne!(hash_slot(b"foo{}{bar}"), hash_slot(b"bar"));
         assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
+    }
+
+    #[test]
+    fn slots_of_parts_hash_them_as_one_key() {
+        for parts in [
+            ["ratelimit:", "user:1", ":swc"],
+            ["p{", "u", "}:swc"],
+            ["p:", "#s:{u}:1h", ":swc"],
+            ["", "", ""],
+        ] {
+            assert_eq!(
+                slot_of(&parts),
+                hash_slot(parts.concat().as_bytes()),
+                "{parts:?}"
+            );
+        }
     }
 
     #[test]
