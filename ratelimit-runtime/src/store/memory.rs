@@ -16,6 +16,7 @@ use smol_str::SmolStr;
 use super::counter::{self, Counts, Window};
 use crate::clock;
 use crate::decision::Decision;
+use crate::key::random_hash_key;
 use crate::limit::LimitRef;
 use crate::rate::Rate;
 
@@ -1004,17 +1005,9 @@ fn hash(hasher: &SipHasher13, key: &str) -> u64 {
     hasher.hash(key.as_bytes())
 }
 
-/// A SipHash-1-3 hasher with random keys: from the OS, else from std's own per-process
-/// random keys (which `RandomState` draws from the OS too, once).
+/// A SipHash-1-3 hasher with a random key.
 fn random_hasher() -> SipHasher13 {
-    let mut key = [0; 16];
-    if getrandom::fill(&mut key).is_err() {
-        use std::hash::BuildHasher;
-        let state = std::collections::hash_map::RandomState::new();
-        key[..8].copy_from_slice(&state.hash_one(0_u8).to_le_bytes());
-        key[8..].copy_from_slice(&state.hash_one(1_u8).to_le_bytes());
-    }
-    SipHasher13::new_with_key(&key)
+    SipHasher13::new_with_key(&random_hash_key())
 }
 
 fn micros(us: u64) -> Duration {
