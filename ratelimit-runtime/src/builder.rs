@@ -5,7 +5,7 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use crate::check::Shared;
+use crate::check::{DenyCache, Shared};
 use crate::error::RateLimitError;
 use crate::limiter::Limiter;
 use crate::policy::FailurePolicy;
@@ -18,6 +18,14 @@ use crate::testing::ManualClock;
 pub const DEFAULT_KEY_PREFIX: &str = "ratelimit:";
 /// How long a Redis check may take, connecting included, when no timeout is set: 250 ms.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long a cached denial answers before a check asks the store again, when no time to live
+/// is set: 1 s (see [`LimiterBuilder::deny_cache_ttl`]).
+pub const DEFAULT_DENY_CACHE_TTL: Duration = Duration::from_secs(1);
+/// How many denials the deny cache keeps at most, when no capacity is set: 4,096 (about
+/// 310 KiB; see [`LimiterBuilder::deny_cache_capacity`]).
+pub const DEFAULT_DENY_CACHE_CAPACITY: usize = 4_096;
+/// The largest deny cache capacity a builder accepts: 2^22 entries (about 310 MiB).
+const MAX_DENY_CACHE_CAPACITY: usize = 1 << 22;
 impl Limiter {
     /// A builder, for a Redis limiter or to set the failure policy, prefix and timeout.
     #[must_use]
@@ -38,6 +46,9 @@ pub struct LimiterBuilder {
     max_keys: Option<usize>,
     clock: Option<ManualClock>,
     shadow: bool,
+    deny_cache: bool,
+    deny_cache_ttl: Duration,
+    deny_cache_capacity: usize,
 }
 
 /// The Redis deployment a builder was pointed at.
@@ -58,6 +69,9 @@ impl Default for LimiterBuilder {
             max_keys: None,
             clock: None,
             shadow: false,
+            deny_cache: true,
+            deny_cache_ttl: DEFAULT_DENY_CACHE_TTL,
+            deny_cache_capacity: DEFAULT_DENY_CACHE_CAPACITY,
         }
     }
 }
@@ -178,6 +192,61 @@ impl LimiterBuilder {
         self
     }
 
+    /// The deny cache of a Redis limiter (default on; an in-process limiter has none: its
+    /// store is in process already). When the store denies a call of cost 1 because the key's
+    /// window is full, the limiter keeps the denial in process until the window's first unit
+    /// frees, and answers the key's next checks of cost 1 from it, counted down, without a
+    /// round trip: a flood on one key (a scraper, a credential-stuffing run) then costs Redis
+    /// one check per key per [time to live](LimiterBuilder::deny_cache_ttl), not one per
+    /// call.
+    ///
+    /// The answers are the store's: denied calls record nothing, so no check anywhere can be
+    /// admitted while the window is full, and each cached answer is the denial the store
+    /// would give (`remaining` 0, `retry_after` and `reset_after` counted down from when the
+    /// cached check was sent). What can free a unit sooner is a reset, a refund or a higher
+    /// threshold (a tier change): made through this limiter (or its clones), they drop the
+    /// key's entries at once; made by another process, they are seen when the entry's time to
+    /// live ends. Checks at an explicit time ([`Limiter::check_at`]), calls of another cost
+    /// than 1 and looks ([`Limiter::peek`]) always go to the store; a limiter on a
+    /// [`ManualClock`] reads the cache on that clock.
+    ///
+    /// With several limits in one check, the first limit of cost 1 the cache denies decides
+    /// it, and its [`Decisions`](crate::Decisions) list that limit alone (the others were not
+    /// checked). Each cached answer counts in
+    /// [`Limiter::deny_cache_answers`](crate::Limiter::deny_cache_answers) and, with the
+    /// `metrics` feature, in `ratelimit_deny_cache_answered_total` (and as a denial). The cache
+    /// holds at most [`deny_cache_capacity`](LimiterBuilder::deny_cache_capacity) entries.
+    #[must_use]
+    pub fn deny_cache(mut self, enabled: bool) -> Self {
+        self.deny_cache = enabled;
+        self
+    }
+
+    /// The longest a cached denial answers before the next check of its key asks the store
+    /// again (default [`DEFAULT_DENY_CACHE_TTL`], 1 s): how stale a cached denial may be after
+    /// another process reset the key, refunded a call of it or raised its threshold. One check
+    /// refreshes an entry whose time ends; the others are still answered from it until its
+    /// answer comes (at most the [`timeout`](LimiterBuilder::timeout)). Zero is rejected by
+    /// [`build`](LimiterBuilder::build) (`InvalidConfig`): switch the cache off with
+    /// [`deny_cache(false)`](LimiterBuilder::deny_cache) instead.
+    #[must_use]
+    pub fn deny_cache_ttl(mut self, ttl: Duration) -> Self {
+        self.deny_cache_ttl = ttl;
+        self
+    }
+
+    /// How many denials the deny cache keeps (default [`DEFAULT_DENY_CACHE_CAPACITY`], 4,096;
+    /// rounded up to a power of two, under 80 bytes each), allocated once when the limiter is
+    /// built. Entries are found by a keyed hash of the key in sets of 4; when a set is full,
+    /// its entry that ends soonest gives way. A denial the cache does not hold is asked of the
+    /// store, so a full cache costs round trips, never a wrong answer. Zero, or more than
+    /// 2^22, is rejected by [`build`](LimiterBuilder::build) (`InvalidConfig`).
+    #[must_use]
+    pub fn deny_cache_capacity(mut self, entries: usize) -> Self {
+        self.deny_cache_capacity = entries;
+        self
+    }
+
     /// What a check answers when the store cannot (default [`FailurePolicy::Local`]).
     #[must_use]
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
@@ -203,8 +272,8 @@ impl LimiterBuilder {
     /// `rediss://` without the `tls` feature, TLS certificates for a URL that is not
     /// `rediss://`, a TLS certificate or key that does not parse or a key that is not the
     /// certificate's, a Redis limiter on a [`ManualClock`] with the default key prefix, an empty list of cluster nodes (or nodes that disagree on TLS or
-    /// credentials, or a `redis+unix://` or `/<db>` node URL), a zero timeout, or a zero
-    /// `max_keys`.
+    /// credentials, or a `redis+unix://` or `/<db>` node URL), a zero timeout, a zero
+    /// `max_keys`, a zero `deny_cache_ttl`, or a `deny_cache_capacity` of zero or above 2^22.
     #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
     pub async fn build(self) -> Result<Limiter, RateLimitError> {
         self.build_now()
@@ -241,6 +310,25 @@ impl LimiterBuilder {
                     .map_err(RateLimitError::InvalidConfig)?,
             ),
         };
+        if self.deny_cache_ttl.is_zero() {
+            return Err(RateLimitError::InvalidConfig(
+                "the deny cache's time to live must be longer than zero (to switch the cache \
+                 off, use `deny_cache(false)`)"
+                    .into(),
+            ));
+        }
+        if !(1..=MAX_DENY_CACHE_CAPACITY).contains(&self.deny_cache_capacity) {
+            return Err(RateLimitError::InvalidConfig(
+                format!(
+                    "the deny cache's capacity must be between 1 and {MAX_DENY_CACHE_CAPACITY} \
+                     entries, not {} (to switch the cache off, use `deny_cache(false)`)",
+                    self.deny_cache_capacity
+                )
+                .into(),
+            ));
+        }
+        let deny_cache = (self.deny_cache && matches!(store, Store::Redis(_)))
+            .then(|| DenyCache::new(self.deny_cache_capacity, self.deny_cache_ttl, self.timeout));
         let fallback = MemoryStore::with_max_keys(max_keys);
         Ok(Limiter::from_shared(Shared::new(
             store,
@@ -248,6 +336,7 @@ impl LimiterBuilder {
             fallback,
             self.clock,
             self.shadow,
+            deny_cache,
         )))
     }
 }
@@ -275,6 +364,9 @@ impl fmt::Debug for LimiterBuilder {
             .field("timeout", &self.timeout)
             .field("clock", &self.clock)
             .field("shadow", &self.shadow)
+            .field("deny_cache", &self.deny_cache)
+            .field("deny_cache_ttl", &self.deny_cache_ttl)
+            .field("deny_cache_capacity", &self.deny_cache_capacity)
             .finish()
     }
 }

@@ -87,6 +87,7 @@
 //! | `ratelimit_admitted_total` | counter | admitted checks (by the store, or by the failure policy) |
 //! | `ratelimit_denied_total` | counter | denied checks (by the store, or by `FailurePolicy::Local`'s fallback) |
 //! | `ratelimit_shadow_denied_total` | counter | calls a shadow limit would have denied, which went on (see [`LimiterBuilder::shadow`]; each also counts as admitted) |
+//! | `ratelimit_deny_cache_answered_total` | counter | denials the deny cache answered without a Redis call (see [`LimiterBuilder::deny_cache`]; each also counts as denied) |
 //! | `ratelimit_policy_answered_total` | counter | checks the store could not answer, answered by the [`FailurePolicy`] (a `Closed` answer is an error: it counts here only) |
 //! | `ratelimit_check_duration_seconds` | histogram | how long each check took, the store's round trip included |
 //!
@@ -139,7 +140,10 @@ pub mod __private;
 #[cfg(any(feature = "axum", feature = "actix-web"))]
 mod problem;
 
-pub use builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, LimiterBuilder};
+pub use builder::{
+    DEFAULT_DENY_CACHE_CAPACITY, DEFAULT_DENY_CACHE_TTL, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT,
+    LimiterBuilder,
+};
 pub use decision::Decision;
 pub use decisions::{Decisions, LimitDecision};
 pub use error::{Denied, RateLimitError, StoreError};

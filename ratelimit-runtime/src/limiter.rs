@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use futures_util::future::Either;
 
-use crate::check::{Checking, Records, Shared};
+use crate::check::{Checking, DenyCache, Records, Shared};
 use crate::decision::Decision;
 use crate::decisions::Decisions;
 use crate::error::RateLimitError;
@@ -96,7 +96,14 @@ impl Limiter {
     /// A limiter on `store`, falling back on a fresh in-process store under
     /// [`FailurePolicy::Local`].
     fn from_store(store: Store, policy: FailurePolicy) -> Limiter {
-        Limiter::from_shared(Shared::new(store, policy, MemoryStore::new(), None, false))
+        Limiter::from_shared(Shared::new(
+            store,
+            policy,
+            MemoryStore::new(),
+            None,
+            false,
+            None,
+        ))
     }
 
     /// An in-process limiter whose checks are at `clock`'s time: for tests of code that is
@@ -111,6 +118,7 @@ impl Limiter {
             MemoryStore::new(),
             Some(clock),
             false,
+            None,
         );
         Limiter::from_shared(shared)
     }
@@ -141,6 +149,15 @@ impl Limiter {
         self.shared.health.policy_answers()
     }
 
+    /// How many checks the deny cache answered since this limiter was built (clones share the
+    /// count): denials of keys whose window the store said was full, answered without a
+    /// round trip (see [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache)).
+    /// Always 0 for an in-process limiter, which has no cache (its store is in process).
+    #[must_use]
+    pub fn deny_cache_answers(&self) -> u64 {
+        self.shared.deny_cache.as_ref().map_or(0, DenyCache::hits)
+    }
+
     /// `true` from a failure of the store until it answers again (with a cluster: an answer
     /// after 250 ms without a failure on any slot). Meanwhile the checks of failed parts (the
     /// server, or a cluster's failed slots) are answered by the [`FailurePolicy`]; other slots
@@ -156,7 +173,9 @@ impl Limiter {
     /// nor used as a metrics label); in Redis it becomes `<prefix><key>`. Now is the limiter's
     /// [`ManualClock`]'s time when it has one (read when the check is first polled), else the
     /// Redis server's `TIME` for a Redis limiter, the local wall clock otherwise. Like any future,
-    /// the check happens when it is polled; an in-process check completes on the first poll.
+    /// the check happens when it is polled; an in-process check completes on the first poll,
+    /// as does a Redis limiter's check of a key its deny cache knows to be full (see
+    /// [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache)).
     ///
     /// The check runs in a `ratelimit.check` span (without a `scope`), and with the `metrics`
     /// feature is counted without labels: see the crate's
@@ -501,6 +520,10 @@ impl fmt::Debug for Limiter {
             .field("failure_policy", &self.shared.policy)
             .field("clock", &self.shared.clock)
             .field("shadow", &self.shared.shadow)
+            .field(
+                "deny_cache",
+                &self.shared.deny_cache.as_ref().map(DenyCache::capacity),
+            )
             .finish_non_exhaustive()
     }
 }

@@ -20,6 +20,8 @@ pub(crate) const DENIED: &str = "ratelimit_denied_total";
 pub(crate) const POLICY_ANSWERED: &str = "ratelimit_policy_answered_total";
 /// Calls a shadow limit would have denied (shadow mode), which went on.
 pub(crate) const SHADOW_DENIED: &str = "ratelimit_shadow_denied_total";
+/// Denials the deny cache answered without a Redis call (each also counts as denied).
+pub(crate) const DENY_CACHE_ANSWERED: &str = "ratelimit_deny_cache_answered_total";
 /// How long checks took, in seconds, store round trip included.
 pub(crate) const CHECK_DURATION: &str = "ratelimit_check_duration_seconds";
 /// The label naming the scope.
@@ -74,6 +76,11 @@ pub(crate) fn checked(scope: Option<&str>, admitted: Option<bool>, elapsed: Dura
 /// A shadow limit would have denied a call.
 pub(crate) fn shadow_denied(scope: Option<&str>) {
     increment(SHADOW_DENIED, scope);
+}
+
+/// The deny cache answered a check.
+pub(crate) fn deny_cache_answered(scope: Option<&str>) {
+    increment(DENY_CACHE_ANSWERED, scope);
 }
 
 /// The store could not answer: the failure policy did.

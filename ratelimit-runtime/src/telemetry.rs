@@ -97,6 +97,16 @@ pub(crate) fn policy_answered(
     let _ = scope;
 }
 
+/// The deny cache answered a check (its decision is reported as any other's): the counter
+/// `ratelimit_deny_cache_answered_total`.
+#[inline]
+pub(crate) fn deny_cache_answered(scope: Option<&str>) {
+    #[cfg(feature = "metrics")]
+    crate::metrics::deny_cache_answered(scope);
+    #[cfg(not(feature = "metrics"))]
+    let _ = scope;
+}
+
 /// A shadow limit would have denied a call, which went on: a debug event with the scope and
 /// the key (stripped of its `scope:` prefix), and the counter `ratelimit_shadow_denied_total`.
 #[cold]

@@ -214,3 +214,38 @@ fn shadow_limits_count_exactly_their_would_be_denials() {
         ])
     );
 }
+
+#[rate_limit(period = 60, threshold = 2, name = "metrics.cached", limiter = limiter)]
+async fn cached(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// The deny cache: a denial it answers counts as a denial, and in its own counter.
+#[test]
+fn denials_the_deny_cache_answers_are_counted() {
+    let redis = tests::TestRedis::start();
+    let (counters, _) = record(|| async {
+        let limiter = Limiter::builder()
+            .redis_url(redis.url())
+            .key_prefix(tests::unique_prefix("metrics-cached"))
+            .timeout(Duration::from_secs(10))
+            .build()
+            .await
+            .unwrap();
+        for _ in 0..5 {
+            let _ = cached(&limiter).await;
+        }
+        assert_eq!(limiter.deny_cache_answers(), 2);
+    });
+    assert_eq!(
+        counters,
+        map(&[
+            ("ratelimit_admitted_total{scope=metrics.cached}", 2),
+            ("ratelimit_denied_total{scope=metrics.cached}", 3),
+            (
+                "ratelimit_deny_cache_answered_total{scope=metrics.cached}",
+                2
+            ),
+        ])
+    );
+}

@@ -17,6 +17,11 @@
 //! removes exactly that call's entries, from the store that holds them (`permit.rs` in this
 //! folder). A shadow check (shadow mode) is checked and recorded as any other, and its denial
 //! is reported, then answered as an admission that would have been denied, recording nothing.
+//!
+//! Before a remote check, the deny cache (`deny_cache.rs`) is asked of each limit of cost 1:
+//! the first one it denies decides the check, which then reports that limit alone (the
+//! others were not checked); the composite rules apply to the store's answers. The store's
+//! answers settle the tickets of the limits the cache did not know.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -25,6 +30,7 @@ use std::time::SystemTime;
 use futures_util::future::join_all;
 
 use super::answer::open_admission;
+use super::deny_cache::Ticket;
 use super::remote::EndProbe;
 use super::shared::Shared;
 use crate::clock;
@@ -81,22 +87,34 @@ impl Shared {
     ) -> Result<(Decisions, Records), RateLimitError> {
         let shadow = shadow || self.shadow;
         validate(&limits, shadow)?;
+        let explicit = at.is_some();
         let at = self.time_of(at.map(clock::micros_since_epoch).transpose()?);
-        let labels: Vec<Option<Cow<'static, str>>> =
+        let mut labels: Vec<Option<Cow<'static, str>>> =
             limits.iter_mut().map(Limit::take_label).collect();
         let refs: Vec<LimitRef<'_>> = limits.iter().map(Limit::as_ref).collect();
-        let (decisions, records) = if shadow {
-            self.check_each_in_shadow(scope, &refs, at).await?
+        let (decisions, records, only) = if shadow {
+            let (decisions, records) = self
+                .check_each_in_shadow(scope, &refs, at, explicit)
+                .await?;
+            (decisions, records, None)
         } else {
-            self.check_limits(scope, &refs, at, false).await?
+            self.check_limits(scope, &refs, at, explicit, false).await?
         };
-        let decisions = Decisions::new(
-            labels
-                .into_iter()
-                .zip(&refs)
-                .zip(decisions)
-                .map(|((label, limit), decision)| (label, limit.rate, decision)),
-        );
+        let decisions = match only {
+            // The deny cache's denial: of this limit alone.
+            Some(index) => Decisions::new(std::iter::once((
+                labels.swap_remove(index),
+                refs[index].rate,
+                decisions[0],
+            ))),
+            None => Decisions::new(
+                labels
+                    .into_iter()
+                    .zip(&refs)
+                    .zip(decisions)
+                    .map(|((label, limit), decision)| (label, limit.rate, decision)),
+            ),
+        };
         Ok((decisions, records))
     }
 
@@ -115,10 +133,13 @@ impl Shared {
         scope: Option<&str>,
         refs: &[LimitRef<'_>],
         at: Option<u64>,
+        explicit: bool,
     ) -> Result<(Vec<Decision>, Records), RateLimitError> {
         let checks = refs.iter().map(|limit| async move {
             if cost_fits(limit) {
-                let (decisions, recorded) = self.check_limits(scope, &[*limit], at, true).await?;
+                let (decisions, recorded, _) = self
+                    .check_limits(scope, &[*limit], at, explicit, true)
+                    .await?;
                 Ok((decisions[0], recorded))
             } else {
                 let period = limit.rate.period();
@@ -153,15 +174,18 @@ impl Shared {
     }
 
     /// `limits` checked together at `at` (µs since the Unix epoch; `None`: the store's
-    /// clock), in a span of their own and reported (a denial of a `shadow` check as the
-    /// admission it becomes): each limit's decision, and where the call was recorded.
+    /// clock; `explicit`: the caller's time, which skips the deny cache), in a span of their
+    /// own and reported (a denial of a `shadow` check as the admission it becomes): each
+    /// limit's decision, and where the call was recorded; or, when the deny cache denied
+    /// limit `i`, `Some(i)` and its decision alone.
     async fn check_limits(
         self: &Arc<Self>,
         scope: Option<&str>,
         refs: &[LimitRef<'_>],
         at: Option<u64>,
+        explicit: bool,
         shadow: bool,
-    ) -> Result<(Vec<Decision>, Records), RateLimitError> {
+    ) -> Result<(Vec<Decision>, Records, Option<usize>), RateLimitError> {
         let timer = Timer::start();
         let span = telemetry::span(scope);
         let result = match self.store.access() {
@@ -175,31 +199,36 @@ impl Shared {
                 } else {
                     Records::default()
                 };
-                Ok((decisions, records))
+                Ok((decisions, records, None))
             }
             Access::Unusable(error) => {
                 let _entered = span.enter();
                 self.health
                     .failed(0, &error, self.answering_policy(), false);
                 self.answer_all_by_policy(scope, refs, at, error)
+                    .map(|(decisions, records)| (decisions, records, None))
             }
-            Access::Remote => {
-                use tracing::Instrument as _;
-                self.remote_all(scope, refs, at)
-                    .instrument(span.clone())
-                    .await
-            }
+            Access::Remote => match self.cached_among(scope, refs, at, explicit) {
+                Ok((index, decision)) => Ok((vec![decision], Records::default(), Some(index))),
+                Err(tickets) => {
+                    use tracing::Instrument as _;
+                    self.remote_all(scope, refs, at, tickets)
+                        .instrument(span.clone())
+                        .await
+                        .map(|(decisions, records)| (decisions, records, None))
+                }
+            },
         };
         let deciding = result
             .as_ref()
             .ok()
-            .map(|(decisions, _)| decisions.iter().position(|d| !d.allowed));
+            .map(|(decisions, _, only)| only.or_else(|| decisions.iter().position(|d| !d.allowed)));
         let key = match deciding {
             Some(Some(index)) => refs[index].key,
             _ => refs.first().map_or("", |limit| limit.key),
         };
         let retry_after = || {
-            let (decisions, _) = result.as_ref().ok()?;
+            let (decisions, _, _) = result.as_ref().ok()?;
             decisions.iter().filter_map(|d| d.retry_after).max()
         };
         telemetry::decided(
@@ -210,6 +239,48 @@ impl Shared {
             timer,
         );
         result
+    }
+
+    /// The deny cache's denial of the first of `limits` it denies (by its index); else each
+    /// limit's ticket (none when there is no cache), for the store's answer.
+    fn cached_among(
+        &self,
+        scope: Option<&str>,
+        limits: &[LimitRef<'_>],
+        at: Option<u64>,
+        explicit: bool,
+    ) -> Result<(usize, Decision), Vec<Option<Ticket>>> {
+        if self.deny_cache.is_none() {
+            return Err(Vec::new());
+        }
+        let mut tickets = Vec::with_capacity(limits.len());
+        for (index, limit) in limits.iter().enumerate() {
+            match self.cached_denial(scope, *limit, at, explicit) {
+                Ok(decision) => {
+                    // The others are not sent: a refresh one of them claimed is released.
+                    for (ticket, limit) in tickets.into_iter().zip(limits) {
+                        self.settle_denial(ticket, *limit, None);
+                    }
+                    return Ok((index, decision));
+                }
+                Err(ticket) => tickets.push(ticket),
+            }
+        }
+        Err(tickets)
+    }
+
+    /// Settles `tickets` (one per limit, or none) with the final `decisions` of a remote
+    /// check (`None`: it failed): the store's are kept, the policy's release their claims.
+    fn settle_all(
+        &self,
+        tickets: &[Option<Ticket>],
+        limits: &[LimitRef<'_>],
+        decisions: Option<&[Decision]>,
+    ) {
+        for (i, (ticket, limit)) in tickets.iter().zip(limits).enumerate() {
+            let answer = decisions.and_then(|decisions| decisions.get(i));
+            self.settle_denial(*ticket, *limit, answer);
+        }
     }
 
     /// The failure policy's answer for `limits`, which the store could not check (`error`):
@@ -268,8 +339,10 @@ impl Shared {
         scope: Option<&str>,
         limits: &[LimitRef<'_>],
         at: Option<u64>,
+        tickets: Vec<Option<Ticket>>,
     ) -> Result<(Vec<Decision>, Records), RateLimitError> {
         let Some(runtime) = Runtime::current() else {
+            self.settle_all(&tickets, limits, None);
             return self.answer_all_by_policy(scope, limits, at, StoreError::NoRuntime);
         };
         let mut parts = Vec::new();
@@ -293,6 +366,7 @@ impl Shared {
                     self.health.end_probe(probe);
                 }
             }
+            self.settle_all(&tickets, limits, None);
             let Err(error) = parts.swap_remove(failed).route else {
                 unreachable!("the part's route is the policy's")
             };
@@ -302,7 +376,7 @@ impl Shared {
         let owned = owned(limits);
         let shared = Arc::clone(self);
         let reserve = HandOff::new(
-            async move { shared.reserve(owned, parts, at).await },
+            async move { shared.reserve(owned, parts, at, tickets).await },
             runtime,
         );
         match reserve.await {
@@ -352,6 +426,7 @@ impl Shared {
         owned: Vec<Owned>,
         mut parts: Vec<Part>,
         at: Option<u64>,
+        tickets: Vec<Option<Ticket>>,
     ) -> (
         Result<(Vec<Decision>, Records), StoreError>,
         Option<StoreError>,
@@ -455,6 +530,7 @@ impl Shared {
                     if shared.store.refund(&refs, &admission, now).await.is_ok() {
                         shared.settle(None, || part, None);
                     }
+                    shared.forget_denials(refs.iter().map(|limit| limit.key));
                 });
             }
         }
@@ -463,6 +539,12 @@ impl Shared {
             refunded.extend(recorded.iter().map(|&(index, now)| (&parts[index], now)));
         }
         let answers = self.refund(&limits, &refunded, &admission).await;
+        // What a denial cached meanwhile said of these keys no longer holds.
+        self.forget_denials(
+            refunded
+                .iter()
+                .flat_map(|(part, _)| part.members.iter().map(|&i| limits[i].key)),
+        );
         for ((part, _), answer) in refunded.iter().zip(answers) {
             // Refunded: what is left without this call, as the refund found it. A refund that
             // failed leaves the reservation's decision: the record stays until its window ends.
@@ -476,12 +558,16 @@ impl Shared {
             }
         }
         match policy_error {
-            Some(error) if closed => (Err(error), None),
+            Some(error) if closed => {
+                self.settle_all(&tickets, &limits, None);
+                (Err(error), None)
+            }
             policy_error => {
-                let decisions = decisions
+                let decisions: Vec<Decision> = decisions
                     .into_iter()
                     .map(|decision| decision.expect("every limit has its part's answer"))
                     .collect();
+                self.settle_all(&tickets, &limits, Some(&decisions));
                 let mut records = Records::default();
                 if admitted {
                     for &(index, now) in &recorded {

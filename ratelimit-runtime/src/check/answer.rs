@@ -1,13 +1,11 @@
 //! The answers of a check that need no I/O, and the route of the others: the in-process
-//! store's answer, the failure policy's (a store that is unusable, or whose circuit breaker is
-//! open), or the way to the store.
-//!
-//! Not built yet, and the place for it: a third answer without I/O, before a remote check's
-//! route, would be one the store gave earlier that is still exact (a full window's denial,
-//! until its first admission leaves), kept in process.
+//! store's answer, a denial of the deny cache (one the remote store gave earlier that is
+//! still exact: `deny_cache.rs`), the failure policy's (a store that is unusable, or whose
+//! circuit breaker is open), or the way to the store.
 
 use std::sync::atomic::Ordering;
 
+use super::deny_cache::{Lookup, Ticket};
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
@@ -24,16 +22,20 @@ pub(super) enum Next {
     /// The in-process store's answer, turned into a [`Decision`] where the check's future
     /// returns it, so that the decision is written once (see [`Verdict`]).
     InProcess(Verdict),
-    /// Answered without the store: the failure policy's answer.
+    /// Answered without the store: the deny cache's or the failure policy's answer.
     Answered(Result<Decision, RateLimitError>),
     /// To the store, over the network; as the probe of the open breaker of part `probe` when
-    /// it is `Some`.
-    Remote { probe: Option<usize> },
+    /// it is `Some`; its answer kept in the deny cache with `ticket`, if any.
+    Remote {
+        probe: Option<usize>,
+        ticket: Option<Ticket>,
+    },
 }
 
 impl Shared {
     /// What comes next for a check of `limit` at `at` (µs since the Unix epoch; `None`: the
-    /// store's clock), `scope` its attribute's or layer's (the span's field, the metrics'
+    /// store's clock; `explicit`: the caller's own time, not a manual clock's, which skips the
+    /// deny cache), `scope` its attribute's or layer's (the span's field, the metrics'
     /// label). Answers without I/O are counted and reported here (see
     /// [`telemetry::decided`]); the remote leg reports its own. The cost is 1 (other costs
     /// are checked as several limits are, by `all.rs`).
@@ -41,7 +43,13 @@ impl Shared {
     /// Inlined into the check's future, whose fields the limit is built from: it stays in
     /// registers on the in-process path.
     #[inline(always)]
-    pub(super) fn next(&self, scope: Option<&str>, limit: LimitRef<'_>, at: Option<u64>) -> Next {
+    pub(super) fn next(
+        &self,
+        scope: Option<&str>,
+        limit: LimitRef<'_>,
+        at: Option<u64>,
+        explicit: bool,
+    ) -> Next {
         let timer = Timer::start();
         let LimitRef { key, rate, cost } = limit;
         match self.store.access() {
@@ -61,28 +69,74 @@ impl Shared {
                 }
                 Next::InProcess(verdict)
             }
-            Access::Remote => self.route(scope, limit, at, timer),
+            Access::Remote => self.route(scope, limit, at, explicit, timer),
             Access::Unusable(error) => self.answer_unusable(scope, limit, at, error, timer),
         }
     }
 
-    /// A remote check's route: to the store, or, while its part's breaker is open, the
-    /// policy's answer. Out of line (as [`answer_unusable`](Shared::answer_unusable)), so
-    /// that the in-process check inlined into its future stays small.
+    /// A remote check's route: a denial of the deny cache; else to the store, or, while its
+    /// part's breaker is open, the policy's answer. Out of line (as
+    /// [`answer_unusable`](Shared::answer_unusable)), so that the in-process check inlined
+    /// into its future stays small.
     #[inline(never)]
     fn route(
         &self,
         scope: Option<&str>,
         limit: LimitRef<'_>,
         at: Option<u64>,
+        explicit: bool,
         timer: Timer,
     ) -> Next {
+        let ticket = match self.cached_denial(scope, limit, at, explicit) {
+            Ok(decision) => {
+                return Next::Answered(self.answered(scope, limit.key, Ok(decision), timer));
+            }
+            Err(ticket) => ticket,
+        };
         match self.health.route(|| self.store.part_of(limit)) {
-            Route::Store(probe) => Next::Remote { probe },
+            Route::Store(probe) => Next::Remote { probe, ticket },
             Route::Policy(error) => {
+                self.settle_denial(ticket, limit, None);
                 let result = self.answer_by_policy(scope, limit, at, error);
                 Next::Answered(self.answered(scope, limit.key, result, timer))
             }
+        }
+    }
+
+    /// The deny cache's denial of a check of `limit` at `at` (see
+    /// [`deny_cache_for`](Shared::deny_cache_for)); else the ticket its answer is kept with
+    /// (`None`: no cache, or a check it does not answer).
+    #[inline]
+    pub(super) fn cached_denial(
+        &self,
+        scope: Option<&str>,
+        limit: LimitRef<'_>,
+        at: Option<u64>,
+        explicit: bool,
+    ) -> Result<Decision, Option<Ticket>> {
+        let Some((cache, now)) = self.deny_cache_for(limit.cost, at, explicit) else {
+            return Err(None);
+        };
+        match cache.lookup(limit.key, limit.rate, now) {
+            Lookup::Denied(decision) => {
+                telemetry::deny_cache_answered(scope);
+                Ok(decision)
+            }
+            Lookup::Miss(ticket) => Err(Some(ticket)),
+        }
+    }
+
+    /// Keeps in the deny cache what the store answered to a check of `limit` that missed it
+    /// with `ticket` (`None`: the store did not answer).
+    #[inline]
+    pub(super) fn settle_denial(
+        &self,
+        ticket: Option<Ticket>,
+        limit: LimitRef<'_>,
+        answer: Option<&Decision>,
+    ) {
+        if let (Some(ticket), Some(cache)) = (ticket, &self.deny_cache) {
+            cache.settle(ticket, limit.rate, answer);
         }
     }
 

@@ -107,6 +107,7 @@ impl Future for Checking<'_> {
             }
             Stage::Taken => unreachable!("the key is taken only once the check is over"),
         };
+        let explicit = this.at.is_some();
         let at = match this.at.map(clock::micros_since_epoch).transpose() {
             Ok(at) => this.shared.time_of(at),
             Err(error) => {
@@ -115,7 +116,7 @@ impl Future for Checking<'_> {
             }
         };
         let (shared, scope, rate, cost) = (this.shared, this.scope, this.rate, 1);
-        let next = || shared.next(scope, LimitRef { key, rate, cost }, at);
+        let next = || shared.next(scope, LimitRef { key, rate, cost }, at, explicit);
         let span = telemetry::span(scope);
         // A span no subscriber wants (and no `log` logger, with tracing's `log` feature) is
         // `Span::none()`, with nothing to enter.
@@ -124,7 +125,7 @@ impl Future for Checking<'_> {
         } else {
             span.in_scope(next)
         };
-        let probe = match next {
+        let (probe, ticket) = match next {
             Next::InProcess(verdict) => {
                 this.done = true;
                 let decision = verdict.decision(rate);
@@ -137,7 +138,7 @@ impl Future for Checking<'_> {
                 this.done = true;
                 return Poll::Ready(result);
             }
-            Next::Remote { probe } => probe,
+            Next::Remote { probe, ticket } => (probe, ticket),
         };
         let Stage::Key(key) = std::mem::replace(&mut this.stage, Stage::Taken) else {
             unreachable!("the key was borrowed from this stage above")
@@ -154,6 +155,7 @@ impl Future for Checking<'_> {
                         },
                         at,
                         probe,
+                        ticket,
                     )
                     .await;
                 (result, key)

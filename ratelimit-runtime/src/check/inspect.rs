@@ -77,7 +77,10 @@ impl Shared {
         }
         let owned = key.to_owned();
         self.remote_op(self.store.part(key), move |shared| async move {
-            shared.store.reset(&owned).await
+            let outcome = shared.store.reset(&owned).await;
+            // After the reset: a denial sent before it and cached meanwhile goes too.
+            shared.forget_denials([owned.as_str()]);
+            outcome
         })
         .await
         .map_err(RateLimitError::Unavailable)
@@ -98,10 +101,13 @@ impl Shared {
     ) -> Result<u64, RateLimitError> {
         let keys = ScopeKeys::new(scope, key);
         self.fallback.remove_where(|stored| keys.matches(stored));
-        self.store
-            .reset_scope(&keys)
-            .await
-            .map_err(RateLimitError::Unavailable)
+        let outcome = self.store.reset_scope(&keys).await;
+        // A pattern names no key the deny cache can find: all of it goes (even after a
+        // failure, which may have forgotten some keys).
+        if let Some(cache) = &self.deny_cache {
+            cache.clear();
+        }
+        outcome.map_err(RateLimitError::Unavailable)
     }
 
     /// Runs `op` on the store's `part`, as a check's remote leg runs: through the part's

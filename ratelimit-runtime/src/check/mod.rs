@@ -2,7 +2,11 @@
 //! share ([`Shared`]). It knows nothing of the public limiter above it, which hands it that
 //! state, nor of the attribute or the frameworks above.
 //!
-//! - `shared.rs`: [`Shared`]: the store, the failure policy and its fallback, the health;
+//! - `deny_cache.rs`: [`DenyCache`]: the full-window denials a remote store gave, answered in
+//!   process while they are exact (until the window's first unit frees, or their time to
+//!   live ends);
+//! - `shared.rs`: [`Shared`]: the store, the failure policy and its fallback, the health, the
+//!   deny cache;
 //! - `answer.rs`: the answers that need no I/O (the in-process store's; the failure policy's,
 //!   when the store is unusable or its circuit breaker is open), and the route of the others;
 //! - `remote.rs`: the remote leg: the store's call, with the breakers' and the cluster's
@@ -16,17 +20,20 @@
 //!
 //! A check's trip: [`Checking`] is polled; on its first poll it converts the explicit time,
 //! enters its span and asks `answer.rs` what comes next ([`Next`](answer::Next)): an answer
-//! of the in-process store or of the policy (the check completes on that poll), or the
-//! remote leg, which it boxes and polls until the store or the policy answers.
+//! of the in-process store, of the deny cache or of the policy (the check completes on that
+//! poll), or the remote leg, which it boxes and polls until the store or the policy answers
+//! (the store's answer then settles the deny cache's ticket).
 
 mod all;
 mod answer;
+mod deny_cache;
 mod future;
 mod inspect;
 mod permit;
 mod remote;
 mod shared;
 
+pub(crate) use self::deny_cache::DenyCache;
 pub(crate) use self::future::Checking;
 pub(crate) use self::permit::Records;
 pub(crate) use self::shared::Shared;

@@ -155,11 +155,11 @@ impl Shared {
                     let part = self.store.part_of(chosen[0]);
                     calls.push(self.remote_op(part, move |shared| async move {
                         let limits = borrowed(&owned);
-                        shared
-                            .store
-                            .refund(&limits, &admission, now)
-                            .await
-                            .map(drop)
+                        let outcome = shared.store.refund(&limits, &admission, now).await;
+                        // Freed units (or maybe, when it failed): a cached denial of these
+                        // keys no longer holds.
+                        shared.forget_denials(limits.iter().map(|limit| limit.key));
+                        outcome.map(drop)
                     }));
                 }
             }

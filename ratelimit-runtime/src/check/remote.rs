@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use super::deny_cache::Ticket;
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
@@ -16,7 +17,8 @@ use crate::telemetry::Timer;
 impl Shared {
     /// Checks `limit` at `at` (µs since the Unix epoch; `None`: the store's clock) with the
     /// store; `probe`: the part whose open breaker the check probes (its key's, or in a
-    /// cluster the slot that stands for its master's). Reported as [`Shared::next`]'s answers.
+    /// cluster the slot that stands for its master's); `ticket`: the deny cache's, which the
+    /// answer settles. Reported as [`Shared::next`]'s answers.
     ///
     /// # Errors
     ///
@@ -28,11 +30,15 @@ impl Shared {
         limit: LimitRef<'_>,
         at: Option<u64>,
         probe: Option<usize>,
+        ticket: Option<Ticket>,
     ) -> Result<Decision, RateLimitError> {
         let timer = Timer::start();
-        let outcome = match self.call(limit, at, probe) {
+        let outcome = match self.call(limit, at, probe, ticket) {
             Ok(call) => call.await,
-            Err(error) => Err(error),
+            Err(error) => {
+                self.settle_denial(ticket, limit, None);
+                Err(error)
+            }
         };
         let result = match outcome {
             Ok(decision) => Ok(decision),
@@ -43,7 +49,8 @@ impl Shared {
 
     /// The store's call of a check, owning what it needs (the key copied, this state shared),
     /// so that when its caller stops waiting it can be handed to the runtime and still reach
-    /// its end (bounded by the timeout) and tell the breakers how it went.
+    /// its end (bounded by the timeout), tell the breakers how it went, and settle `ticket`
+    /// in the deny cache.
     ///
     /// # Errors
     ///
@@ -53,6 +60,7 @@ impl Shared {
         limit: LimitRef<'_>,
         at: Option<u64>,
         probe: Option<usize>,
+        ticket: Option<Ticket>,
     ) -> Result<HandOff<Result<Decision, StoreError>>, StoreError> {
         // Ends the probe if the call is dropped unfinished (even before its first poll).
         let unanswered = probe.map(|part| EndProbe::new(Arc::clone(self), part));
@@ -68,7 +76,9 @@ impl Shared {
                 rate,
                 cost,
             };
-            shared.store.check(limit, at).await
+            let outcome = shared.store.check(limit, at).await;
+            shared.settle_denial(ticket, limit, outcome.as_ref().ok());
+            outcome
         };
         Ok(self.handed_off(runtime, call, part, probe, unanswered))
     }

@@ -2,6 +2,7 @@
 
 use std::sync::atomic::AtomicBool;
 
+use super::deny_cache::DenyCache;
 use crate::health::Health;
 use crate::policy::FailurePolicy;
 use crate::store::Store;
@@ -26,6 +27,8 @@ pub(crate) struct Shared {
     /// Shadow mode: every limit is a shadow one, whose denials are reported and answered as
     /// admissions that would have been denied.
     pub(crate) shadow: bool,
+    /// The full-window denials a remote store gave (`None`: in process, or switched off).
+    pub(crate) deny_cache: Option<DenyCache>,
 }
 
 impl Shared {
@@ -37,6 +40,7 @@ impl Shared {
         fallback: MemoryStore,
         clock: Option<ManualClock>,
         shadow: bool,
+        deny_cache: Option<DenyCache>,
     ) -> Shared {
         Shared {
             health: Health::new(store.parts()),
@@ -46,6 +50,7 @@ impl Shared {
             foreign_key_seen: AtomicBool::new(false),
             clock,
             shadow,
+            deny_cache,
         }
     }
 
@@ -67,6 +72,32 @@ impl Shared {
         match (&self.clock, at) {
             (Some(clock), None) => Some(clock.now_us()),
             (_, at) => at,
+        }
+    }
+
+    /// The deny cache, for a check of `cost` at `at` as [`time_of`](Shared::time_of) gave it
+    /// (`explicit`: the caller's own time, which skips the cache), with the cache's time of the
+    /// check: the manual clock's, else the cache's monotonic clock. `None`: no cache, or a
+    /// check it does not answer.
+    #[inline]
+    pub(crate) fn deny_cache_for(
+        &self,
+        cost: u32,
+        at: Option<u64>,
+        explicit: bool,
+    ) -> Option<(&DenyCache, u64)> {
+        let cache = self.deny_cache.as_ref()?;
+        if cost != 1 || explicit {
+            return None;
+        }
+        Some((cache, at.unwrap_or_else(|| cache.now())))
+    }
+
+    /// Drops the deny cache's entries of `keys`, once their windows changed (a reset, a
+    /// refund).
+    pub(crate) fn forget_denials<'k>(&self, keys: impl IntoIterator<Item = &'k str>) {
+        if let Some(cache) = &self.deny_cache {
+            keys.into_iter().for_each(|key| cache.forget(key));
         }
     }
 }
