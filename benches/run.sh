@@ -40,3 +40,6 @@ echo "== 4. scaling (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 
 echo "== 5. the sliding window counter's accuracy against the log (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 "${CARGO_TARGET_DIR:-target}/release/accuracy" | tee "$out/accuracy.jsonl"
+
+echo "== 6. a flood of denied calls, with and without the deny cache (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+"${CARGO_TARGET_DIR:-target}/release/flood" | tee "$out/flood.jsonl"

@@ -195,6 +195,94 @@ impl Rng {
     }
 }
 
+/// The load of one `redis-benchmark` run.
+pub struct BenchmarkLoad {
+    /// Requests in all (`-n`).
+    pub checks: usize,
+    /// The range of `__rand_int__` (`-r`): how many keys.
+    pub keys: usize,
+    /// Connections (`-c`).
+    pub concurrency: usize,
+    /// Requests pipelined per connection (`-P`).
+    pub pipeline: usize,
+}
+
+/// What a `redis-benchmark` run measured: requests per second, and latency percentiles in µs.
+pub struct BenchmarkRun {
+    /// Requests per second.
+    pub checks_per_s: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// 99th percentile latency, µs.
+    pub p99_us: f64,
+}
+
+/// Runs `<binary> --csv -n -r -c -P EVALSHA <sha> <args>` against `redis` under `load`
+/// (`__rand_int__` in `args` becomes a random 12-digit number below `load.keys`).
+///
+/// # Panics
+///
+/// When the binary cannot be run, fails, or prints no CSV row.
+#[must_use]
+pub fn redis_benchmark(
+    redis: &BenchRedis,
+    binary: &str,
+    load: &BenchmarkLoad,
+    sha: &str,
+    args: &[String],
+) -> BenchmarkRun {
+    let (host, port) = redis.host_port();
+    let output = std::process::Command::new(binary)
+        .args(["-h", &host, "-p", &port.to_string()])
+        .args(["-n", &load.checks.to_string()])
+        .args(["-r", &load.keys.to_string()])
+        .args(["-c", &load.concurrency.to_string()])
+        .args(["-P", &load.pipeline.to_string()])
+        .arg("--csv")
+        .arg("EVALSHA")
+        .arg(sha)
+        .args(args)
+        .output()
+        .unwrap_or_else(|err| {
+            panic!("could not run `{binary}` ({err}); set REDIS_BENCHMARK=none to skip the limit")
+        });
+    assert!(
+        output.status.success(),
+        "redis-benchmark failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let csv = String::from_utf8_lossy(&output.stdout);
+    let mut lines = csv.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<String> = lines
+        .next()
+        .map(csv_fields)
+        .expect("redis-benchmark CSV header");
+    let values: Vec<String> = lines
+        .next_back()
+        .map(csv_fields)
+        .expect("redis-benchmark CSV row");
+    let field = |name: &str| -> f64 {
+        header
+            .iter()
+            .position(|h| h == name)
+            .and_then(|i| values.get(i))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    BenchmarkRun {
+        checks_per_s: field("rps"),
+        p50_us: field("p50_latency_ms") * 1000.0,
+        p99_us: field("p99_latency_ms") * 1000.0,
+    }
+}
+
+/// The fields of one CSV line whose fields are quoted.
+fn csv_fields(line: &str) -> Vec<String> {
+    line.split("\",\"")
+        .map(|f| f.trim_matches('"').to_owned())
+        .collect()
+}
+
 /// The `p`-th percentile (0 ..= 100) of sorted latencies, in microseconds.
 #[must_use]
 pub fn percentile_us(sorted: &[Duration], p: f64) -> f64 {

@@ -16,7 +16,6 @@
 //! Stdout: JSON lines only (`"name":"ratelimit"` rows in the format of issue 5, then
 //! `redis-benchmark` rows and `ratio` rows); stderr: progress and a table.
 
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -427,11 +426,13 @@ async fn ours_run(
     prefix: &str,
     shape: Shape,
 ) -> Row {
+    // Every check a round trip: this measures the store (`flood` measures the deny cache).
     let limiter = Limiter::builder()
         .redis_url(redis.url())
         .key_prefix(prefix)
         .failure_policy(FailurePolicy::Closed)
         .timeout(Duration::from_secs(10))
+        .deny_cache(false)
         .build()
         .await
         .expect("a Redis limiter");
@@ -510,29 +511,18 @@ fn redis_benchmark(
     sha: &str,
     args: &[String],
 ) -> Row {
-    let (host, port) = redis.host_port();
     reset_stats(admin);
-    let output = Command::new(&settings.redis_benchmark)
-        .args(["-h", &host, "-p", &port.to_string()])
-        .args(["-n", &settings.checks.to_string()])
-        .args(["-r", &settings.keys.to_string()])
-        .args(["-c", &concurrency.to_string()])
-        .args(["-P", &pipeline.to_string()])
-        .arg("--csv")
-        .arg("EVALSHA")
-        .arg(sha)
-        .args(args)
-        .output()
-        .unwrap_or_else(|err| {
-            panic!(
-                "could not run `{}` ({err}); set REDIS_BENCHMARK=none to skip the limit",
-                settings.redis_benchmark
-            )
-        });
-    assert!(
-        output.status.success(),
-        "redis-benchmark failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let run = benches::redis_benchmark(
+        redis,
+        &settings.redis_benchmark,
+        &benches::BenchmarkLoad {
+            checks: settings.checks,
+            keys: settings.keys,
+            concurrency,
+            pipeline,
+        },
+        sha,
+        args,
     );
     let (calls, usec) = command_stats(admin, "evalsha");
     let failed: String = redis::cmd("INFO")
@@ -543,39 +533,14 @@ fn redis_benchmark(
         !failed.contains("errorstat_"),
         "the script failed under redis-benchmark: {failed}"
     );
-    let csv = String::from_utf8_lossy(&output.stdout);
-    let mut lines = csv.lines().filter(|l| !l.trim().is_empty());
-    let header: Vec<String> = lines
-        .next()
-        .map(fields)
-        .expect("redis-benchmark CSV header");
-    let values: Vec<String> = lines
-        .next_back()
-        .map(fields)
-        .expect("redis-benchmark CSV row");
-    let field = |name: &str| -> f64 {
-        header
-            .iter()
-            .position(|h| h == name)
-            .and_then(|i| values.get(i))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(f64::NAN)
-    };
     Row {
         checks: settings.checks,
-        checks_per_s: field("rps"),
-        p50_us: field("p50_latency_ms") * 1000.0,
-        p99_us: field("p99_latency_ms") * 1000.0,
+        checks_per_s: run.checks_per_s,
+        p50_us: run.p50_us,
+        p99_us: run.p99_us,
         allowed: None,
         server_us_per_check: usec as f64 / calls.max(1) as f64,
     }
-}
-
-/// The fields of one CSV line whose fields are quoted.
-fn fields(line: &str) -> Vec<String> {
-    line.split("\",\"")
-        .map(|f| f.trim_matches('"').to_owned())
-        .collect()
 }
 
 fn print_ours(concurrency: usize, row: &Row) {
