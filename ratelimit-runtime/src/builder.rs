@@ -82,6 +82,15 @@ impl LimiterBuilder {
     /// [`redis_cluster`](LimiterBuilder::redis_cluster)) the limiter is in process. The last of
     /// the two calls wins. Takes what configuration gives: a `&str`, a `String`, a
     /// `Cow<str>`.
+    ///
+    /// Or the master of a Redis Sentinel deployment:
+    /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/<master name>[/<db>]`
+    /// (`rediss+sentinel://` for TLS to the sentinels and the master; sentinels' port 26379 by
+    /// default). The URL's user and password are the master's; sentinels with credentials of
+    /// their own take `?sentinel_username=…&sentinel_password=…`. Each connection asks the
+    /// sentinels for the master, and the limiter asks them again every 200 ms which master
+    /// they name: once it is another, its connections are dropped and the next check connects
+    /// to the new master (see README "Running in production" for what a failover costs).
     #[must_use]
     pub fn redis_url(mut self, url: impl AsRef<str>) -> Self {
         self.redis = Some(RedisTarget::Url(url.as_ref().to_owned()));

@@ -24,7 +24,9 @@ pub fn set_global(limiter: Limiter) -> Result<(), Limiter> {
 /// Built from the environment, with the default prefix, timeout and failure policy:
 /// - `RATELIMIT_REDIS_CLUSTER`: a Redis Cluster, given by some of its nodes' URLs separated by
 ///   commas (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`);
-/// - else `RATELIMIT_REDIS_URL`, else `REDIS_URL`: one Redis server;
+/// - else `RATELIMIT_REDIS_URL`, else `REDIS_URL`: one Redis server, or a Sentinel
+///   deployment's master (`redis+sentinel://…`, see
+///   [`LimiterBuilder::redis_url`](crate::LimiterBuilder::redis_url));
 /// - else (none set, or all empty): in process.
 ///
 /// No connection is made here (the first check connects, on its own runtime). A malformed

@@ -16,7 +16,9 @@ pub mod counting_alloc;
 pub mod either;
 pub mod journal;
 pub mod proxy;
+pub mod sentinel;
 pub mod tls;
+pub mod traffic;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};

@@ -141,3 +141,216 @@ fn check_pems(_tls: &TlsSettings) -> Result<(), ConfigError> {
 pub(super) fn unusable(error: &redis::RedisError) -> ConfigError {
     format!("unusable Redis URL or TLS setting ({error})").into()
 }
+
+/// A Redis Sentinel deployment, from a `redis+sentinel://` URL: the sentinels to ask, the
+/// master's name, and how to reach the master (its credentials and database) and the
+/// sentinels (theirs).
+#[derive(Clone)]
+pub(crate) struct SentinelSettings {
+    /// TLS to the sentinels and the master (`rediss+sentinel://`).
+    pub(crate) secure: bool,
+    /// The sentinels' hosts and ports.
+    pub(crate) sentinels: Vec<(String, u16)>,
+    /// The name the sentinels monitor the master under.
+    pub(crate) master: String,
+    /// The master's database.
+    pub(crate) db: i64,
+    /// The master's (and its replicas') ACL user and password: the URL's.
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    /// The sentinels' own user and password (`?sentinel_username=…&sentinel_password=…`).
+    pub(crate) sentinel_username: Option<String>,
+    pub(crate) sentinel_password: Option<String>,
+}
+
+/// The port a sentinel listens on when a URL gives none.
+const SENTINEL_PORT: u16 = 26_379;
+
+/// The form of a Sentinel URL, for error messages.
+const SENTINEL_FORM: &str = "redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/\
+                             <master name>[/<db>][?sentinel_username=…&sentinel_password=…] \
+                             (rediss+sentinel:// for TLS; the port defaults to 26379)";
+
+/// The Sentinel deployment `url` names, or `None` when it is not a `redis+sentinel://` (or
+/// `rediss+sentinel://`) URL. The URL's user and password are the master's; the sentinels'
+/// come in the query, since sentinels often have none (or other ones). Percent-encoded text
+/// is decoded in every part. No error quotes the URL (it may hold a password).
+///
+/// # Errors
+///
+/// A Sentinel URL without a host or a master name, with a bad port, database or query
+/// parameter, or `rediss+sentinel://` without the `tls` feature.
+pub(super) fn parse_sentinel(url: &str) -> Result<Option<SentinelSettings>, ConfigError> {
+    let (secure, rest) = match url.split_once("://") {
+        Some(("redis+sentinel", rest)) => (false, rest),
+        Some(("rediss+sentinel", rest)) => (true, rest),
+        _ => return Ok(None),
+    };
+    if secure && !cfg!(feature = "tls") {
+        return Err(
+            "rediss+sentinel:// (Redis Sentinel over TLS) needs the `tls` feature of \
+             ratelimit-runtime: add features = [\"tls\"] to its entry in Cargo.toml"
+                .into(),
+        );
+    }
+    let bad = |what: &str| -> ConfigError { format!("{what} ({SENTINEL_FORM})").into() };
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let (username, password) = match userinfo {
+        None => (None, None),
+        Some(userinfo) => {
+            let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+            (non_empty(decode(user)?), non_empty(decode(password)?))
+        }
+    };
+    let mut sentinels = Vec::new();
+    for host in hosts.split(',') {
+        let (name, port) = match host.rsplit_once(':') {
+            // An IPv6 address without a port: `[::1]`.
+            Some((name, port)) if !port.ends_with(']') => {
+                let port = port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|&port| port != 0)
+                    .ok_or_else(|| bad("a sentinel's port must be a number from 1 to 65535"))?;
+                (name, port)
+            }
+            _ => (host, SENTINEL_PORT),
+        };
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        if name.is_empty() {
+            return Err(bad(
+                "a Sentinel URL needs at least one host, and no empty one",
+            ));
+        }
+        sentinels.push((decode(name)?, port));
+    }
+    let mut segments = path.split('/');
+    let master = decode(segments.next().unwrap_or(""))?;
+    if master.is_empty() {
+        return Err(bad(
+            "a Sentinel URL names the master after the hosts: /mymaster",
+        ));
+    }
+    let db = match segments.next() {
+        None | Some("") => 0,
+        Some(db) => db
+            .parse::<i64>()
+            .ok()
+            .filter(|&db| db >= 0)
+            .ok_or_else(|| bad("the database after the master's name must be a number"))?,
+    };
+    if segments.next().is_some() {
+        return Err(bad("a Sentinel URL's path is /<master name>[/<db>]"));
+    }
+    let (mut sentinel_username, mut sentinel_password) = (None, None);
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = non_empty(decode(value)?);
+        match name {
+            "sentinel_username" => sentinel_username = value,
+            "sentinel_password" => sentinel_password = value,
+            _ => {
+                return Err(bad(
+                    "a Sentinel URL takes only sentinel_username and sentinel_password as \
+                     query parameters",
+                ));
+            }
+        }
+    }
+    Ok(Some(SentinelSettings {
+        secure,
+        sentinels,
+        master,
+        db,
+        username,
+        password,
+        sentinel_username,
+        sentinel_password,
+    }))
+}
+
+/// `text` with its percent-encoded bytes decoded.
+fn decode(text: &str) -> Result<String, ConfigError> {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|_| {
+            format!("a Sentinel URL holds percent-encoded text that is not UTF-8 ({SENTINEL_FORM})")
+                .into()
+        })
+}
+
+fn non_empty(text: String) -> Option<String> {
+    (!text.is_empty()).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sentinel_urls() {
+        assert!(parse_sentinel("redis://127.0.0.1:6379/").unwrap().is_none());
+        let settings = parse_sentinel(
+            "redis+sentinel://app:p%40ss@10.0.0.1:26380,10.0.0.2,[::1]:5000/my%20master/3?sentinel_password=s3",
+        )
+        .unwrap()
+        .unwrap();
+        assert!(!settings.secure);
+        assert_eq!(
+            settings.sentinels,
+            [
+                ("10.0.0.1".to_owned(), 26_380),
+                ("10.0.0.2".to_owned(), 26_379),
+                ("::1".to_owned(), 5_000)
+            ]
+        );
+        assert_eq!(settings.master, "my master");
+        assert_eq!(settings.db, 3);
+        assert_eq!(settings.username.as_deref(), Some("app"));
+        assert_eq!(settings.password.as_deref(), Some("p@ss"));
+        assert_eq!(settings.sentinel_username, None);
+        assert_eq!(settings.sentinel_password.as_deref(), Some("s3"));
+        let bare = parse_sentinel("redis+sentinel://h/m").unwrap().unwrap();
+        assert_eq!((bare.db, bare.username, bare.password), (0, None, None));
+        let password_only = parse_sentinel("redis+sentinel://:pw@h/m").unwrap().unwrap();
+        assert_eq!(password_only.username, None);
+        assert_eq!(password_only.password.as_deref(), Some("pw"));
+    }
+
+    #[test]
+    fn rejects_bad_sentinel_urls_without_quoting_them() {
+        for (url, reason) in [
+            ("redis+sentinel://s3cr3t@/m", "at least one host"),
+            ("redis+sentinel://u:s3cr3t@h1,,h2/m", "at least one host"),
+            ("redis+sentinel://u:s3cr3t@h:0/m", "port"),
+            ("redis+sentinel://u:s3cr3t@h:99999/m", "port"),
+            ("redis+sentinel://u:s3cr3t@h", "names the master"),
+            ("redis+sentinel://u:s3cr3t@h/m/x", "must be a number"),
+            ("redis+sentinel://u:s3cr3t@h/m/1/2", "path is"),
+            (
+                "redis+sentinel://u:s3cr3t@h/m?password=x",
+                "query parameters",
+            ),
+            ("redis+sentinel://u:%ff@h/m", "not UTF-8"),
+        ] {
+            let Err(error) = parse_sentinel(url) else {
+                panic!("{url} was accepted");
+            };
+            assert!(error.contains(reason), "{url}: {error}");
+            assert!(!error.contains("s3cr3t"), "{error}");
+        }
+        #[cfg(not(feature = "tls"))]
+        assert!(
+            parse_sentinel("rediss+sentinel://h/m")
+                .err()
+                .unwrap()
+                .contains("`tls` feature")
+        );
+    }
+}

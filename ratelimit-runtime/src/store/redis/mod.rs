@@ -3,7 +3,8 @@
 //!
 //! - `mod.rs`: the store: a check within its timeout, and the connections, one per runtime;
 //! - `config.rs`: the settings (URLs, TLS), checked when the limiter is built;
-//! - `target.rs`: the server or cluster, its client and connections;
+//! - `sentinel.rs`: a Sentinel deployment's master, watched;
+//! - `target.rs`: the server, Sentinel deployment or cluster, its client and connections;
 //! - `script.rs`: the script and one check's exchange with Redis (`sliding_window.lua`);
 //! - `member.rs`: the unique members that name admissions;
 //! - `slot.rs`: cluster hash slots;
@@ -13,6 +14,7 @@ mod config;
 mod member;
 mod scan;
 mod script;
+mod sentinel;
 mod slot;
 mod target;
 
@@ -25,6 +27,7 @@ pub(crate) use self::config::{ConfigError, TlsSettings};
 pub(crate) use self::member::Admission;
 use self::member::MemberSource;
 use self::script::Call;
+use self::sentinel::WatchClaim;
 use self::target::{Connection, Target};
 use crate::decision::Decision;
 use crate::error::StoreError;
@@ -45,7 +48,7 @@ pub(crate) struct RedisStore {
     /// one per worker thread).
     connections: Arc<RwLock<Connections>>,
     /// Serialises connection attempts so that a burst of first calls makes one connection.
-    connecting: tokio::sync::Mutex<()>,
+    connecting: async_lock::Mutex<()>,
     members: MemberSource,
     /// Set while a cluster's slot map is being asked for (one lookup at a time).
     looking_up: AtomicBool,
@@ -93,7 +96,7 @@ impl RedisStore {
             prefix: prefix.into(),
             timeout,
             connections: Arc::default(),
-            connecting: tokio::sync::Mutex::new(()),
+            connecting: async_lock::Mutex::new(()),
             members: MemberSource::new(),
             looking_up: AtomicBool::new(false),
             peek_without_flags: AtomicBool::new(false),
@@ -109,7 +112,7 @@ impl RedisStore {
     /// for a cluster, one per hash slot, so that a failed master stops only its own slots.
     pub(crate) fn parts(&self) -> usize {
         match self.target {
-            Target::Single(_) => 1,
+            Target::Single(_) | Target::Sentinel(_) => 1,
             Target::Cluster(_) => slot::SLOTS,
         }
     }
@@ -118,7 +121,7 @@ impl RedisStore {
     /// `<prefix><key>`.
     pub(crate) fn part(&self, key: &str) -> usize {
         match self.target {
-            Target::Single(_) => 0,
+            Target::Single(_) | Target::Sentinel(_) => 0,
             Target::Cluster(_) => usize::from(slot::key_slot(&self.prefix, key)),
         }
     }
@@ -360,7 +363,7 @@ impl RedisStore {
             Err(StoreError::Redis(error)) => error.code() == Some("READONLY"),
             _ => false,
         };
-        if stale && matches!(self.target, Target::Single(_)) {
+        if stale && self.target.is_one_server() {
             self.forget_connection(runtime.id());
         }
         result
@@ -432,6 +435,10 @@ impl RedisStore {
             // Once per runtime: the entry stays (without a connection) when one is forgotten.
             runtime.spawn(forget_on_shutdown(id, Arc::downgrade(&self.connections)));
         }
+        if let Some(claim) = self.target.watch_claim() {
+            let connections = Arc::downgrade(&self.connections);
+            runtime.spawn(watch_master(claim, connections, self.timeout));
+        }
         Ok(connection)
     }
 
@@ -479,6 +486,30 @@ impl Drop for LookupClaim<'_> {
 
 /// Each runtime's connection (`None` once forgotten, until the next check makes one).
 type Connections = HashMap<RuntimeId, Option<Connection>>;
+
+/// The watch of a Sentinel deployment's master (see `sentinel.rs`): every
+/// [`INTERVAL`](sentinel::INTERVAL), asks the sentinels (each within `limit`) which master
+/// they name, and forgets every runtime's connection once it is not the one they reach. Ends
+/// with the store, or with its runtime (the next connection starts another).
+async fn watch_master(claim: WatchClaim, connections: Weak<RwLock<Connections>>, limit: Duration) {
+    let mut sentinel = None;
+    loop {
+        crate::runtime::sleep(sentinel::INTERVAL).await;
+        if connections.strong_count() == 0 {
+            return;
+        }
+        if claim.master_changed(&mut sentinel, limit).await {
+            let Some(connections) = connections.upgrade() else {
+                return;
+            };
+            let mut connections = connections.write().unwrap_or_else(PoisonError::into_inner);
+            tracing::debug!("the sentinels name another master: its connections are dropped");
+            connections
+                .values_mut()
+                .for_each(|connection| *connection = None);
+        }
+    }
+}
 
 /// A task that never finishes: when its runtime shuts down and drops it, the runtime's
 /// connection is forgotten (its driver task is gone with the runtime).

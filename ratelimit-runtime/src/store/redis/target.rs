@@ -1,6 +1,6 @@
-//! Where the sorted sets live: one Redis server or a Redis Cluster, its client built from
-//! settings checked by `config.rs`, with the TLS settings and timeouts applied, and the
-//! connections made from it.
+//! Where the sorted sets live: one Redis server, the master a Redis Sentinel deployment names,
+//! or a Redis Cluster; its client built from settings checked by `config.rs`, with the TLS
+//! settings and timeouts applied, and the connections made from it.
 
 use std::time::Duration;
 
@@ -9,12 +9,26 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisResult};
 
-use super::config::{ConfigError, TlsSettings, check_tls, check_url, unusable};
+use super::config::{
+    ConfigError, SentinelSettings, TlsSettings, check_tls, check_url, parse_sentinel, unusable,
+};
+use super::sentinel::{MasterWatch, WatchClaim};
+
+/// A Sentinel deployment: the client that asks the sentinels for the master (it caches its
+/// connections to them, hence the lock, held only while connecting, which the store does one
+/// attempt at a time anyway), and the watch of which master they name.
+pub(crate) struct SentinelTarget {
+    client: async_lock::Mutex<redis::sentinel::SentinelClient>,
+    watch: MasterWatch,
+}
 
 /// A Redis deployment the store can connect to.
 #[allow(clippy::large_enum_variant)] // one per limiter, behind its `Arc`
 pub(crate) enum Target {
     Single(redis::Client),
+    /// The master of a Sentinel deployment, asked of the sentinels at every connection (after
+    /// a failover, the next connection finds the new master), and watched.
+    Sentinel(Box<SentinelTarget>),
     Cluster(ClusterClient),
 }
 
@@ -26,6 +40,9 @@ impl Target {
     /// The URL does not parse, names an unknown scheme, asks for TLS in a build without the
     /// `tls` feature, or TLS settings come with a URL that is not `rediss://`.
     pub(crate) fn single(url: &str, tls: &TlsSettings) -> Result<Target, ConfigError> {
+        if let Some(settings) = parse_sentinel(url)? {
+            return Target::sentinel(&settings, tls);
+        }
         let secure = check_url(url, false)?;
         check_tls(secure, tls)?;
         if secure {
@@ -37,6 +54,100 @@ impl Target {
             redis::Client::open(url)
         };
         client.map(Target::Single).map_err(|error| unusable(&error))
+    }
+
+    /// The master the sentinels of `settings` monitor, reached with TLS (`tls`) when the URL
+    /// asked for it. No I/O happens here.
+    ///
+    /// # Errors
+    ///
+    /// TLS settings without `rediss+sentinel://`, or settings redis-rs refuses.
+    fn sentinel(settings: &SentinelSettings, tls: &TlsSettings) -> Result<Target, ConfigError> {
+        use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+        use redis::{ConnectionAddr, TlsMode};
+        check_tls(settings.secure, tls)?;
+        if settings.secure {
+            ensure_crypto_provider();
+        }
+        let sentinels = settings.sentinels.iter().map(|(host, port)| {
+            if settings.secure {
+                ConnectionAddr::TcpTls {
+                    host: host.clone(),
+                    port: *port,
+                    insecure: false,
+                    tls_params: None,
+                }
+            } else {
+                ConnectionAddr::Tcp(host.clone(), *port)
+            }
+        });
+        let mut builder =
+            SentinelClientBuilder::new(sentinels, &settings.master, SentinelServerType::Master)
+                .map_err(|error| unusable(&error))?
+                .set_client_to_redis_db(settings.db);
+        if let Some(username) = &settings.username {
+            builder = builder.set_client_to_redis_username(username);
+        }
+        if let Some(password) = &settings.password {
+            builder = builder.set_client_to_redis_password(password);
+        }
+        if let Some(username) = &settings.sentinel_username {
+            builder = builder.set_client_to_sentinel_username(username);
+        }
+        if let Some(password) = &settings.sentinel_password {
+            builder = builder.set_client_to_sentinel_password(password);
+        }
+        if settings.secure {
+            builder = with_sentinel_tls(
+                builder
+                    .set_client_to_redis_tls_mode(TlsMode::Secure)
+                    .set_client_to_sentinel_tls_mode(TlsMode::Secure),
+                tls,
+            );
+        }
+        let client = builder.build().map_err(|error| unusable(&error))?;
+        let mut watchers = Vec::new();
+        for (host, port) in &settings.sentinels {
+            let address = if settings.secure {
+                ConnectionAddr::TcpTls {
+                    host: host.clone(),
+                    port: *port,
+                    insecure: false,
+                    tls_params: None,
+                }
+            } else {
+                ConnectionAddr::Tcp(host.clone(), *port)
+            };
+            let mut auth = redis::RedisConnectionInfo::default();
+            if let Some(username) = &settings.sentinel_username {
+                auth = auth.set_username(username);
+            }
+            if let Some(password) = &settings.sentinel_password {
+                auth = auth.set_password(password);
+            }
+            let info = redis::IntoConnectionInfo::into_connection_info(address)
+                .map_err(|error| unusable(&error))?
+                .set_redis_settings(auth);
+            let watcher = if tls.is_set() {
+                build_with_tls(info, tls)
+            } else {
+                redis::Client::open(info)
+            };
+            watchers.push(watcher.map_err(|error| unusable(&error))?);
+        }
+        Ok(Target::Sentinel(Box::new(SentinelTarget {
+            client: async_lock::Mutex::new(client),
+            watch: MasterWatch::new(watchers, &settings.master),
+        })))
+    }
+
+    /// The claim to run the watch of a Sentinel deployment's master, unless one runs (or the
+    /// target is not a Sentinel deployment).
+    pub(crate) fn watch_claim(&self) -> Option<WatchClaim> {
+        match self {
+            Target::Sentinel(sentinel) => sentinel.watch.claim(),
+            Target::Single(_) | Target::Cluster(_) => None,
+        }
     }
 
     /// A Redis Cluster reached first through `nodes` (at least one; the rest of the cluster is
@@ -80,19 +191,27 @@ impl Target {
 
     /// Connects, within `timeout` for each step.
     pub(crate) async fn connect(&self, timeout: Duration) -> RedisResult<Connection> {
+        // One attempt per check: retrying inside a check (with backoff) would spend the whole
+        // timeout on a refused connection and report a timeout instead of the refusal. The
+        // next check (or the manager, after a dropped connection) tries again.
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(0)
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
         match self {
-            Target::Single(client) => {
-                // One attempt per check: retrying inside a check (with backoff) would spend the
-                // whole timeout on a refused connection and report a timeout instead of the
-                // refusal. The next check (or the manager, after a dropped connection) tries
-                // again.
-                let config = ConnectionManagerConfig::new()
-                    .set_number_of_retries(0)
-                    .set_connection_timeout(Some(timeout))
-                    .set_response_timeout(Some(timeout));
-                ConnectionManager::new_with_config(client.clone(), config)
-                    .await
-                    .map(Connection::Single)
+            Target::Single(client) => ConnectionManager::new_with_config(client.clone(), config)
+                .await
+                .map(Connection::Single),
+            Target::Sentinel(sentinel) => {
+                // The sentinels name the master (and redis-rs checks that it says it is one).
+                // The manager reconnects to that address alone: once it stops being the
+                // master, the store drops the connection (`READONLY`, a timeout, a closed
+                // connection) and the next one asks the sentinels again.
+                let master = sentinel.client.lock().await.async_get_client().await?;
+                let address = master.get_connection_info().addr().clone();
+                let connection = ConnectionManager::new_with_config(master, config).await?;
+                sentinel.watch.connected_to(&address);
+                Ok(Connection::Single(connection))
             }
             Target::Cluster(client) => client
                 .get_async_connection()
@@ -101,12 +220,19 @@ impl Target {
         }
     }
 
-    /// `redis` or `redis-cluster`, for `Debug`.
+    /// `redis`, `redis-sentinel` or `redis-cluster`, for `Debug`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Target::Single(_) => "redis",
+            Target::Sentinel(_) => "redis-sentinel",
             Target::Cluster(_) => "redis-cluster",
         }
+    }
+
+    /// `true` for a target whose connections reach one server (a single server, a Sentinel
+    /// deployment's master), which the store drops when they may have gone stale.
+    pub(crate) fn is_one_server(&self) -> bool {
+        matches!(self, Target::Single(_) | Target::Sentinel(_))
     }
 }
 
@@ -228,7 +354,10 @@ fn certificates(tls: &TlsSettings) -> redis::TlsCertificates {
 }
 
 #[cfg(feature = "tls")]
-fn build_with_tls(url: &str, tls: &TlsSettings) -> RedisResult<redis::Client> {
+fn build_with_tls(
+    url: impl redis::IntoConnectionInfo,
+    tls: &TlsSettings,
+) -> RedisResult<redis::Client> {
     redis::Client::build_with_tls(url, certificates(tls))
 }
 
@@ -241,7 +370,10 @@ fn ensure_crypto_provider() {
 fn ensure_crypto_provider() {}
 
 #[cfg(not(feature = "tls"))]
-fn build_with_tls(url: &str, _tls: &TlsSettings) -> RedisResult<redis::Client> {
+fn build_with_tls(
+    url: impl redis::IntoConnectionInfo,
+    _tls: &TlsSettings,
+) -> RedisResult<redis::Client> {
     // Unreachable: without the feature no TLS setting can be made, and `check_url` rejects
     // `rediss://`.
     redis::Client::open(url)
@@ -259,6 +391,29 @@ fn with_cluster_tls(builder: ClusterClientBuilder, tls: &TlsSettings) -> Cluster
 
 #[cfg(not(feature = "tls"))]
 fn with_cluster_tls(builder: ClusterClientBuilder, _tls: &TlsSettings) -> ClusterClientBuilder {
+    builder
+}
+
+#[cfg(feature = "tls")]
+fn with_sentinel_tls(
+    builder: redis::sentinel::SentinelClientBuilder,
+    tls: &TlsSettings,
+) -> redis::sentinel::SentinelClientBuilder {
+    if tls.is_set() {
+        builder
+            .set_client_to_redis_certificates(certificates(tls))
+            .set_client_to_sentinel_certificates(certificates(tls))
+    } else {
+        builder
+    }
+}
+
+#[cfg(not(feature = "tls"))]
+fn with_sentinel_tls(
+    builder: redis::sentinel::SentinelClientBuilder,
+    _tls: &TlsSettings,
+) -> redis::sentinel::SentinelClientBuilder {
+    // Unreachable: without the feature `parse_sentinel` rejects `rediss+sentinel://`.
     builder
 }
 

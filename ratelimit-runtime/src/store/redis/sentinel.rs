@@ -1,0 +1,142 @@
+//! A Sentinel deployment's master, watched: which master the store's connections reach, and
+//! which one the sentinels name now.
+//!
+//! A failover the sentinels make while the old master lives on (`SENTINEL FAILOVER`, a
+//! network partition) promotes the replica, but the old master keeps accepting writes until
+//! the sentinels demote it, which they do when they next look at it (up to 10 s): until then
+//! a client that stays connected writes admissions the new master never sees, and which the
+//! old one drops when it becomes a replica. redis-rs's Sentinel client names the master only
+//! when it connects. So a store on a Sentinel deployment asks the sentinels which master they
+//! name every [`INTERVAL`] (`SENTINEL GET-MASTER-ADDR-BY-NAME`, on a connection kept to the
+//! first sentinel that answers), and drops its connections as soon as the answer is not the
+//! master they were made to: the next check connects to the new master.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::ConnectionAddr;
+use redis::aio::MultiplexedConnection;
+
+use crate::runtime::timeout;
+
+/// How often the sentinels are asked which master they name.
+pub(crate) const INTERVAL: Duration = Duration::from_millis(200);
+
+/// What the store knows of a Sentinel deployment's master (see the module docs).
+pub(crate) struct MasterWatch {
+    inner: Arc<Watched>,
+}
+
+struct Watched {
+    /// A client for each sentinel (its address, credentials and TLS).
+    sentinels: Vec<redis::Client>,
+    /// The name the sentinels know the master by.
+    master: String,
+    /// The master the store's connections were made to: host and port.
+    connected: Mutex<Option<(String, u16)>>,
+    /// Set while a watch runs.
+    watching: AtomicBool,
+}
+
+/// A claim to run the one watch of a store (see [`MasterWatch::claim`]), released when
+/// dropped.
+pub(crate) struct WatchClaim(Arc<Watched>);
+
+impl Drop for WatchClaim {
+    fn drop(&mut self) {
+        self.0.watching.store(false, Ordering::Release);
+    }
+}
+
+impl MasterWatch {
+    /// A watch of the master the sentinels of `sentinels` know as `master`.
+    pub(crate) fn new(sentinels: Vec<redis::Client>, master: &str) -> MasterWatch {
+        MasterWatch {
+            inner: Arc::new(Watched {
+                sentinels,
+                master: master.to_owned(),
+                connected: Mutex::new(None),
+                watching: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The store's connections now reach the master at `address`.
+    pub(crate) fn connected_to(&self, address: &ConnectionAddr) {
+        let address = match address {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                Some((host.clone(), *port))
+            }
+            _ => None,
+        };
+        *self.connected() = address;
+    }
+
+    /// The one watch of this store, unless one runs.
+    pub(crate) fn claim(&self) -> Option<WatchClaim> {
+        (!self.inner.watching.swap(true, Ordering::AcqRel))
+            .then(|| WatchClaim(Arc::clone(&self.inner)))
+    }
+
+    fn connected(&self) -> std::sync::MutexGuard<'_, Option<(String, u16)>> {
+        self.inner
+            .connected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl WatchClaim {
+    /// Asks the sentinels (each within `limit`) which master they name; `true` when it is not
+    /// the one the store's connections reach (which is then forgotten: the connections are
+    /// to be dropped). No sentinel answering says nothing.
+    pub(crate) async fn master_changed(
+        &self,
+        connection: &mut Option<MultiplexedConnection>,
+        limit: Duration,
+    ) -> bool {
+        let Some(named) = self.named(connection, limit).await else {
+            return false;
+        };
+        let mut connected = self
+            .0
+            .connected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if connected.as_ref().is_some_and(|current| *current != named) {
+            *connected = None;
+            return true;
+        }
+        false
+    }
+
+    /// The master the first sentinel that answers names, on `connection` (kept between
+    /// asks; replaced when it fails).
+    async fn named(
+        &self,
+        connection: &mut Option<MultiplexedConnection>,
+        limit: Duration,
+    ) -> Option<(String, u16)> {
+        let mut command = redis::cmd("SENTINEL");
+        command.arg("GET-MASTER-ADDR-BY-NAME").arg(&self.0.master);
+        if let Some(open) = connection {
+            if let Ok(Ok(Some(named))) = timeout(limit, command.query_async(open)).await {
+                return Some(named);
+            }
+            *connection = None;
+        }
+        for sentinel in &self.0.sentinels {
+            let Ok(Ok(mut open)) =
+                timeout(limit, sentinel.get_multiplexed_async_connection()).await
+            else {
+                continue;
+            };
+            if let Ok(Ok(Some(named))) = timeout(limit, command.query_async(&mut open)).await {
+                *connection = Some(open);
+                return Some(named);
+            }
+        }
+        None
+    }
+}
