@@ -212,16 +212,20 @@ impl LimiterBuilder {
     /// The answers are the store's: denied calls record nothing, so no check anywhere can be
     /// admitted while the window is full, and each cached answer is the denial the store
     /// would give (`remaining` 0, `retry_after` and `reset_after` counted down from when the
-    /// cached check was sent). What can free a unit sooner is a reset, a refund or a higher
-    /// threshold (a tier change): made through this limiter (or its clones), they drop the
-    /// key's entries at once; made by another process, they are seen when the entry's time to
-    /// live ends. Checks at an explicit time ([`Limiter::check_at`]), calls of another cost
-    /// than 1 and looks ([`Limiter::peek`]) always go to the store; a limiter on a
-    /// [`ManualClock`] reads the cache on that clock.
+    /// cached check was sent). What can free a unit sooner is a reset, a refund, a higher
+    /// threshold (a tier change) or a check at a later explicit time: made through this
+    /// limiter (or its clones), they drop the key's entries at once; made by another process,
+    /// they are seen when the entry's time to live ends. Checks at an explicit time
+    /// ([`Limiter::check_at`]), calls of another cost than 1 and looks ([`Limiter::peek`])
+    /// always go to the store; a limiter on a [`ManualClock`] reads the cache on that clock.
+    /// The cache is asked before the circuit breaker: while the store is down, a key it knows
+    /// to be full is still denied (the denial stands, whatever the failure policy), until the
+    /// entry ends.
     ///
-    /// With several limits in one check, the first limit of cost 1 the cache denies decides
-    /// it, and its [`Decisions`](crate::Decisions) list that limit alone (the others were not
-    /// checked). Each cached answer counts in
+    /// With several limits in one check, the limit of cost 1 the cache denies with the longest
+    /// retry-after decides it, and its [`Decisions`](crate::Decisions) list that limit alone
+    /// (the others were not checked): its retry-after is that limit's, which a full limit the
+    /// cache does not know may exceed (the store's answer, the next time, says so). Each cached answer counts in
     /// [`Limiter::deny_cache_answers`](crate::Limiter::deny_cache_answers) and, with the
     /// `metrics` feature, in `ratelimit_deny_cache_answered_total` (and as a denial). The cache
     /// holds at most [`deny_cache_capacity`](LimiterBuilder::deny_cache_capacity) entries.
@@ -235,7 +239,8 @@ impl LimiterBuilder {
     /// again (default [`DEFAULT_DENY_CACHE_TTL`], 1 s): how stale a cached denial may be after
     /// another process reset the key, refunded a call of it or raised its threshold. One check
     /// refreshes an entry whose time ends; the others are still answered from it until its
-    /// answer comes (at most the [`timeout`](LimiterBuilder::timeout)). Zero is rejected by
+    /// answer comes (at most the [`timeout`](LimiterBuilder::timeout)), so the staleness is at
+    /// most the time to live plus that one round trip. Less than 1 ms is rejected by
     /// [`build`](LimiterBuilder::build) (`InvalidConfig`): switch the cache off with
     /// [`deny_cache(false)`](LimiterBuilder::deny_cache) instead.
     #[must_use]
@@ -245,7 +250,7 @@ impl LimiterBuilder {
     }
 
     /// How many denials the deny cache keeps (default [`DEFAULT_DENY_CACHE_CAPACITY`], 4,096;
-    /// rounded up to a power of two, under 80 bytes each), allocated once when the limiter is
+    /// rounded up to a power of two, at most 80 bytes each), allocated once when the limiter is
     /// built. Entries are found by a keyed hash of the key in sets of 4; when a set is full,
     /// its entry that ends soonest gives way. A denial the cache does not hold is asked of the
     /// store, so a full cache costs round trips, never a wrong answer. Zero, or more than
@@ -282,7 +287,8 @@ impl LimiterBuilder {
     /// `rediss://`, a TLS certificate or key that does not parse or a key that is not the
     /// certificate's, a Redis limiter on a [`ManualClock`] with the default key prefix, an empty list of cluster nodes (or nodes that disagree on TLS or
     /// credentials, or a `redis+unix://` or `/<db>` node URL), a zero timeout, a zero
-    /// `max_keys`, a zero `deny_cache_ttl`, or a `deny_cache_capacity` of zero or above 2^22.
+    /// `max_keys`, a `deny_cache_ttl` under 1 ms, or a `deny_cache_capacity` of zero or above
+    /// 2^22.
     #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
     pub async fn build(self) -> Result<Limiter, RateLimitError> {
         self.build_now()
@@ -319,9 +325,9 @@ impl LimiterBuilder {
                     .map_err(RateLimitError::InvalidConfig)?,
             ),
         };
-        if self.deny_cache_ttl.is_zero() {
+        if self.deny_cache_ttl < Duration::from_millis(1) {
             return Err(RateLimitError::InvalidConfig(
-                "the deny cache's time to live must be longer than zero (to switch the cache \
+                "the deny cache's time to live must be at least 1 ms (to switch the cache \
                  off, use `deny_cache(false)`)"
                     .into(),
             ));

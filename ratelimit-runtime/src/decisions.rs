@@ -48,6 +48,9 @@ use crate::rate::Rate;
 pub struct Decisions {
     limits: Vec<LimitDecision>,
     deciding: usize,
+    /// The index among the check's limits of `limits[0]`: 0, except for the deny cache's
+    /// answer, which lists the one limit it denied.
+    first: usize,
 }
 
 /// One limit's part of [`Decisions`]: its label, its rate and its [`Decision`] (which it
@@ -124,7 +127,15 @@ impl Decisions {
         Decisions {
             limits: decided,
             deciding,
+            first: 0,
         }
+    }
+
+    /// These decisions, of one limit, as those of the limit at `index` among a check's (the
+    /// deny cache's answer, which names the limit it denied alone).
+    pub(crate) fn of_limit_at(mut self, index: usize) -> Decisions {
+        self.first = index;
+        self
     }
 
     /// The decisions of a call exempt from every limit (`#[rate_limit(exempt = ..)]`): no
@@ -133,6 +144,7 @@ impl Decisions {
         Decisions {
             limits: Vec::new(),
             deciding: 0,
+            first: 0,
         }
     }
 
@@ -146,7 +158,7 @@ impl Decisions {
 
     /// The deciding limit's index, in the check's order.
     pub(crate) fn deciding_index(&self) -> usize {
-        self.deciding
+        self.first + self.deciding
     }
 
     /// Each limit's decision, in the order the check gave the limits.

@@ -471,7 +471,15 @@ async fn bad_settings_are_refused() {
     for (builder, expected) in [
         (
             Limiter::builder().deny_cache_ttl(Duration::ZERO),
-            "time to live must be longer than zero",
+            "time to live must be at least 1 ms",
+        ),
+        (
+            Limiter::builder().deny_cache_ttl(Duration::from_nanos(500)),
+            "time to live must be at least 1 ms",
+        ),
+        (
+            Limiter::builder().deny_cache_capacity((1 << 22) + 1),
+            "capacity must be between 1",
         ),
         (
             Limiter::builder().deny_cache_capacity(0),
@@ -489,4 +497,221 @@ async fn bad_settings_are_refused() {
             other => panic!("expected InvalidConfig, got {other:?}"),
         }
     }
+}
+
+/// Stacked limits, both full: the cached answer is decided as the store's is, by the denying
+/// limit with the longest retry-after (the daily quota, not the burst).
+#[tokio::test]
+async fn a_cached_check_of_several_keeps_the_longest_retry_after() {
+    let redis = TestRedis::start_private();
+    let clock = ManualClock::new(start());
+    let limiter = limiter(redis.url(), "deny-cache-longest", &clock).await;
+    let burst = Rate::new(2, Duration::from_secs(10)).expect("a rate");
+    let daily = Rate::new(2, Duration::from_secs(86_400)).expect("a rate");
+    let limits = || {
+        vec![
+            Limit::new("burst:u", burst).with_label("burst"),
+            Limit::new("daily:u", daily).with_label("daily"),
+        ]
+    };
+    for _ in 0..2 {
+        assert!(limiter.check_all(limits()).await.expect("a check").allowed);
+    }
+    let stored = limiter.check_all(limits()).await.expect("a check");
+    assert_eq!(stored.deciding().label(), "daily");
+    let waited = Duration::from_millis(500);
+    clock.advance(waited);
+    let cached = limiter.check_all(limits()).await.expect("a check");
+    assert_eq!(
+        limiter.deny_cache_answers(),
+        1,
+        "answered in process, counted once"
+    );
+    assert_eq!(cached.deciding().label(), "daily");
+    assert_eq!(cached.retry_after, stored.retry_after.map(|r| r - waited));
+}
+
+#[ratelimit_runtime::rate_limit(period = 3600, threshold = 5, key = ip, name = "deny_cache.burst", limiter = limiter)]
+#[ratelimit_runtime::rate_limit(period = "1d", threshold = 1, key = user, name = "deny_cache.daily", limiter = limiter)]
+async fn stacked(limiter: &Limiter, ip: &str, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// The attribute's denial from the cache names the limit that denied, its scope and its
+/// caller's key, as the store's does.
+#[tokio::test]
+async fn a_cached_denial_of_stacked_attributes_names_its_own_limit() {
+    let redis = TestRedis::start_private();
+    let clock = ManualClock::new(start());
+    let limiter = limiter(redis.url(), "deny-cache-named", &clock).await;
+    assert!(stacked(&limiter, "10.0.0.1", "alice").await.is_ok());
+    let stored = stacked(&limiter, "10.0.0.1", "alice").await.unwrap_err();
+    let stored = stored.as_denied().expect("a denial");
+    assert_eq!(
+        (stored.scope(), stored.key()),
+        ("deny_cache.daily", Some("alice"))
+    );
+    let cached = stacked(&limiter, "10.0.0.1", "alice").await.unwrap_err();
+    assert_eq!(limiter.deny_cache_answers(), 1, "answered in process");
+    let cached = cached.as_denied().expect("a denial");
+    assert_eq!(
+        (cached.scope(), cached.key()),
+        ("deny_cache.daily", Some("alice"))
+    );
+    assert_eq!(cached.rate(), stored.rate());
+}
+
+/// A check at a later explicit time evicts what the present counted (the log's window, the
+/// counter's windows): the cache drops the key, and the next check is the store's.
+#[tokio::test]
+async fn a_check_at_a_later_time_drops_the_entry() {
+    let redis = TestRedis::start_private();
+    for algorithm in [Algorithm::SlidingWindowLog, Algorithm::SlidingWindowCounter] {
+        let clock = ManualClock::new(start());
+        let limiter = limiter(redis.url(), "deny-cache-later", &clock).await;
+        let rate = rate(2).with_algorithm(algorithm);
+        fill(&limiter, &clock, "k", rate).await;
+        assert!(!limiter.check("k", rate).await.expect("a check").allowed);
+        let later = clock.now() + Duration::from_secs(120);
+        assert!(
+            limiter
+                .check_at("k", rate, later)
+                .await
+                .expect("a check")
+                .allowed
+        );
+        assert!(
+            limiter.peek("k", rate).await.expect("a look").allowed,
+            "the store has room"
+        );
+        let now = limiter.check("k", rate).await.expect("a check");
+        assert!(now.allowed, "{algorithm:?}: {now:?}");
+        assert_eq!(limiter.deny_cache_answers(), 0);
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: tests::counting_alloc::CountingAllocator =
+    tests::counting_alloc::CountingAllocator;
+
+/// A check the cache answers allocates nothing; in shadow mode, a cached denial becomes the
+/// same would-be denial as the store's.
+#[tokio::test]
+async fn a_cached_denial_allocates_nothing_and_keeps_shadow_mode() {
+    use tests::counting_alloc::{count_allocations, poll_ready};
+    let redis = TestRedis::start_private();
+    let clock = ManualClock::new(start());
+    let limiter = limiter(redis.url(), "deny-cache-alloc", &clock).await;
+    let rate = rate(2);
+    fill(&limiter, &clock, "k", rate).await;
+    assert!(!limiter.check("k", rate).await.expect("a check").allowed);
+    for _ in 0..5 {
+        let (decision, count) = count_allocations(|| poll_ready(limiter.check("k", rate)));
+        assert!(!decision.expect("a check").allowed);
+        assert_eq!(count, 0, "a cached check allocated");
+    }
+    let shadow = builder(redis.url(), &unique_prefix("deny-cache-shadow"))
+        .clock(clock.clone())
+        .shadow(true)
+        .build()
+        .await
+        .expect("a limiter");
+    fill(&shadow, &clock, "k", rate).await;
+    let stored = shadow.check("k", rate).await.expect("a check");
+    let cached = shadow.check("k", rate).await.expect("a check");
+    assert_eq!(shadow.deny_cache_answers(), 1);
+    assert!(stored.allowed && stored.would_deny());
+    assert_eq!(stored, cached);
+}
+
+/// The same operations on a limiter with the cache and one without (one Redis, one manual
+/// clock, prefixes of their own): every single check gets the same decision, through permits
+/// and their refunds, resets, tier changes and the clock's moves; a check of several limits
+/// is admitted alike, and a cached one never says to wait longer than the store.
+///
+/// The clock only moves forward here, as a server's does. Set back, the two may differ: every
+/// check the store runs evicts its window's past, denied ones included, and a denial the cache
+/// answered did not reach the store, so at an earlier time the cached limiter's log may still
+/// hold what the other's evicted at a later one: it answers stricter, never more lenient (see
+/// `deny_cache.rs`).
+#[tokio::test]
+async fn with_and_without_the_cache_decide_alike() {
+    let redis = TestRedis::start_private();
+    for algorithm in [Algorithm::SlidingWindowLog, Algorithm::SlidingWindowCounter] {
+        let clock = ManualClock::new(start());
+        let cached = limiter(redis.url(), "deny-cache-diff-on", &clock).await;
+        let plain = builder(redis.url(), &unique_prefix("deny-cache-diff-off"))
+            .clock(clock.clone())
+            .deny_cache(false)
+            .build()
+            .await
+            .expect("a limiter");
+        let mut rng = tests::accuracy::Rng::new(0x9E37_79B9_7F4A_7C15);
+        // The counter keeps a counter per period of a key: two periods share the keys.
+        let second = if algorithm == Algorithm::SlidingWindowCounter {
+            7
+        } else {
+            10
+        };
+        let rates = [
+            rate_of(3, 10).with_algorithm(algorithm),
+            rate_of(5, second).with_algorithm(algorithm),
+        ];
+        let mut permits = Vec::new();
+        let mut shorter = 0;
+        for step in 0..3_000 {
+            let key = ["a", "b"][usize::from(rng.below(2) == 1)];
+            let rate = rates[usize::from(rng.below(10) == 0)];
+            match rng.below(100) {
+                0..=59 => {
+                    let with = cached.check(key, rate).await.expect("a check");
+                    let without = plain.check(key, rate).await.expect("a check");
+                    assert_eq!(with, without, "{algorithm:?} step {step}: {key} {rate:?}");
+                }
+                60..=69 => {
+                    let limits = || vec![Limit::new("a", rates[0]), Limit::new("b", rates[0])];
+                    let with = cached.check_all(limits()).await.expect("a check");
+                    let without = plain.check_all(limits()).await.expect("a check");
+                    assert_eq!(with.allowed, without.allowed, "{algorithm:?} step {step}");
+                    assert!(
+                        with.retry_after <= without.retry_after,
+                        "{algorithm:?} step {step}"
+                    );
+                    shorter += u32::from(with.retry_after < without.retry_after);
+                }
+                70..=74 => {
+                    let with = cached.check_permit(key, rate, 1).await.expect("a check");
+                    let without = plain.check_permit(key, rate, 1).await.expect("a check");
+                    assert_eq!(
+                        with.decision(),
+                        without.decision(),
+                        "{algorithm:?} step {step}"
+                    );
+                    permits.push((with, without));
+                }
+                75..=79 if !permits.is_empty() => {
+                    let index = usize::try_from(rng.below(permits.len() as u64)).unwrap_or(0);
+                    let (with, without) = permits.swap_remove(index);
+                    with.refund().await.expect("a refund");
+                    without.refund().await.expect("a refund");
+                }
+                80..=81 => {
+                    cached.reset(key).await.expect("a reset");
+                    plain.reset(key).await.expect("a reset");
+                }
+                82..=86 => clock.advance(Duration::from_micros(rng.below(30_000_000))),
+                _ => clock.advance(Duration::from_micros(rng.below(1_500_000))),
+            }
+        }
+        println!(
+            "{algorithm:?}: {} answers from the cache; {shorter} cached checks of several \
+             limits said a shorter retry-after than the store",
+            cached.deny_cache_answers()
+        );
+        assert!(cached.deny_cache_answers() > 100, "the cache answered");
+    }
+}
+
+fn rate_of(threshold: u64, seconds: u64) -> Rate {
+    Rate::new(threshold, Duration::from_secs(seconds)).expect("a rate")
 }

@@ -106,7 +106,8 @@ impl Shared {
                 labels.swap_remove(index),
                 refs[index].rate,
                 decisions[0],
-            ))),
+            )))
+            .of_limit_at(index),
             None => Decisions::new(
                 labels
                     .into_iter()
@@ -241,7 +242,8 @@ impl Shared {
         result
     }
 
-    /// The deny cache's denial of the first of `limits` it denies (by its index); else each
+    /// The deny cache's denial of `limits`: of the limit it denies with the longest
+    /// retry-after (by its index), as the store's composite answer is decided; else each
     /// limit's ticket (none when there is no cache), for the store's answer.
     fn cached_among(
         &self,
@@ -250,23 +252,34 @@ impl Shared {
         at: Option<u64>,
         explicit: bool,
     ) -> Result<(usize, Decision), Vec<Option<Ticket>>> {
-        if self.deny_cache.is_none() {
+        let Some(cache) = &self.deny_cache else {
             return Err(Vec::new());
-        }
+        };
         let mut tickets = Vec::with_capacity(limits.len());
+        let mut deciding: Option<(usize, Decision)> = None;
         for (index, limit) in limits.iter().enumerate() {
-            match self.cached_denial(scope, *limit, at, explicit) {
+            match self.cached_denial(scope, *limit, at, explicit, false) {
                 Ok(decision) => {
-                    // The others are not sent: a refresh one of them claimed is released.
-                    for (ticket, limit) in tickets.into_iter().zip(limits) {
-                        self.settle_denial(ticket, *limit, None);
+                    if deciding
+                        .is_none_or(|(_, longest)| decision.retry_after > longest.retry_after)
+                    {
+                        deciding = Some((index, decision));
                     }
-                    return Ok((index, decision));
+                    tickets.push(None);
                 }
                 Err(ticket) => tickets.push(ticket),
             }
         }
-        Err(tickets)
+        let Some((index, decision)) = deciding else {
+            return Err(tickets);
+        };
+        // The others are not sent: a refresh one of them claimed is released.
+        for (ticket, limit) in tickets.into_iter().zip(limits) {
+            self.settle_denial(ticket, *limit, None);
+        }
+        cache.count(limits[index].key);
+        telemetry::deny_cache_answered(scope);
+        Ok((index, decision))
     }
 
     /// Settles `tickets` (one per limit, or none) with the final `decisions` of a remote

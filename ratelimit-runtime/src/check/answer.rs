@@ -87,7 +87,7 @@ impl Shared {
         explicit: bool,
         timer: Timer,
     ) -> Next {
-        let ticket = match self.cached_denial(scope, limit, at, explicit) {
+        let ticket = match self.cached_denial(scope, limit, at, explicit, true) {
             Ok(decision) => {
                 return Next::Answered(self.answered(scope, limit.key, Ok(decision), timer));
             }
@@ -104,8 +104,10 @@ impl Shared {
     }
 
     /// The deny cache's denial of a check of `limit` at `at` (see
-    /// [`deny_cache_for`](Shared::deny_cache_for)); else the ticket its answer is kept with
-    /// (`None`: no cache, or a check it does not answer).
+    /// [`deny_cache_for`](Shared::deny_cache_for)), counted among its answers when `count`;
+    /// else the ticket the store's answer settles (`None`: no cache, or a check it neither
+    /// answers nor hears of; a check at an explicit time gets one that drops the key's
+    /// entries).
     #[inline]
     pub(super) fn cached_denial(
         &self,
@@ -113,13 +115,22 @@ impl Shared {
         limit: LimitRef<'_>,
         at: Option<u64>,
         explicit: bool,
+        count: bool,
     ) -> Result<Decision, Option<Ticket>> {
+        let Some(cache) = &self.deny_cache else {
+            return Err(None);
+        };
+        if explicit {
+            return Err(Some(cache.explicit(limit.key)));
+        }
         let Some((cache, now)) = self.deny_cache_for(limit.cost, at, explicit) else {
             return Err(None);
         };
-        match cache.lookup(limit.key, limit.rate, now) {
+        match cache.lookup(limit.key, limit.rate, now, count) {
             Lookup::Denied(decision) => {
-                telemetry::deny_cache_answered(scope);
+                if count {
+                    telemetry::deny_cache_answered(scope);
+                }
                 Ok(decision)
             }
             Lookup::Miss(ticket) => Err(Some(ticket)),

@@ -11,14 +11,25 @@
 //! room for one more) and when its first unit frees (`retry_after`). Denied calls record
 //! nothing, so until then no check anywhere can be admitted: the window stays full, and every
 //! check of cost 1 would be denied with the same retry-after and reset-after, counted down.
-//! Only three things free a unit sooner: a reset, a refund, and a higher threshold (a tier
-//! change). Those made through this limiter invalidate what it knows: a reset or refund of a
-//! key drops the key's entries, and a check under another threshold drops the entry it finds.
+//! What frees a unit sooner: a reset, a refund, a higher threshold (a tier change), and a
+//! check at a later explicit time (`check_at`, whose eviction of its own window, or roll of
+//! the counter's windows, frees what the present still counted). Those made through this
+//! limiter invalidate what it knows: a reset, a refund or a check at an explicit time drops
+//! the key's entries, and a check under another threshold drops the entry it finds. (Two log
+//! rates of different periods on one key free units too, by the shorter one's eviction: a
+//! misuse README "Tiers" warns of, not covered here.)
 //! Those made by other processes are seen when the entry's time to live
 //! ([`LimiterBuilder::deny_cache_ttl`](crate::LimiterBuilder::deny_cache_ttl)) ends it: that
 //! is the documented staleness.
 //!
 //! # Times
+//!
+//! Time that goes backwards (a manual clock set back, checks at explicit times out of order, a
+//! server clock stepped back) is the one case where the cache changes what the store holds: a
+//! store evicts its window's past at every check it runs, denied ones included, and a denial
+//! the cache answered never reached it. At an earlier time the log may then still hold
+//! admissions that the store, asked every time, would have evicted at the later one. The
+//! cached limiter then answers stricter, never more lenient.
 //!
 //! An entry's times are counted from the instant its check was sent, read before the call on
 //! the limiter's clock: its [`ManualClock`](crate::testing::ManualClock) when it has one, else
@@ -124,12 +135,14 @@ pub(crate) enum Lookup {
 }
 
 /// A check that missed the cache, for its answer to be kept: the key's fingerprint, the
-/// generation of its set when it looked, and when it was sent (µs on the cache's clock).
+/// generation of its set when it looked, and when it was sent (µs on the cache's clock); or
+/// a check at an explicit time, whose answer drops the key's entries instead (`forget`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ticket {
     key: [u64; 2],
     generation: u64,
     anchor: u64,
+    forget: bool,
 }
 
 impl DenyCache {
@@ -154,14 +167,17 @@ impl DenyCache {
     }
 
     /// Whether a check of `key` against `rate` at `now` (µs on the cache's clock) is denied by
-    /// a cached denial; else the ticket its answer is kept with.
-    pub(crate) fn lookup(&self, key: &str, rate: Rate, now: u64) -> Lookup {
+    /// a cached denial; else the ticket its answer is kept with. A denial counts among the
+    /// cache's answers when `count` (a check of several limits counts the one it answers
+    /// with, by [`count`](DenyCache::count)).
+    pub(crate) fn lookup(&self, key: &str, rate: Rate, now: u64, count: bool) -> Lookup {
         let fingerprint = self.fingerprint(key);
         let mut set = self.set(fingerprint);
         let miss = Lookup::Miss(Ticket {
             key: fingerprint,
             generation: set.generation,
             anchor: now,
+            forget: false,
         });
         let Some(slot) = set
             .slots
@@ -178,7 +194,9 @@ impl DenyCache {
         if now >= slot.until && now >= slot.refresh_by {
             // Its time to live is over: this check refreshes it; the others are still
             // answered from it until its answer comes.
-            slot.refresh_by = now.saturating_add(self.refresh_us).max(now + 1);
+            slot.refresh_by = now
+                .saturating_add(self.refresh_us)
+                .max(now.saturating_add(1));
             return miss;
         }
         let decision = Decision::denied(
@@ -186,8 +204,26 @@ impl DenyCache {
             Duration::from_micros(slot.frees_at - now),
             Duration::from_micros(slot.resets_at.saturating_sub(now)),
         );
-        set.hits += 1;
+        if count {
+            set.hits += 1;
+        }
         Lookup::Denied(decision)
+    }
+
+    /// Counts one check answered by a denial of `key` (see [`lookup`](DenyCache::lookup)).
+    pub(crate) fn count(&self, key: &str) {
+        self.set(self.fingerprint(key)).hits += 1;
+    }
+
+    /// The ticket of a check of `key` at an explicit time: its answer drops the key's entries
+    /// (see the module docs).
+    pub(crate) fn explicit(&self, key: &str) -> Ticket {
+        Ticket {
+            key: self.fingerprint(key),
+            generation: 0,
+            anchor: 0,
+            forget: true,
+        }
     }
 
     /// Keeps what the store answered to the check of `ticket` against `rate`: `Some` the
@@ -196,6 +232,11 @@ impl DenyCache {
     /// it claimed is released.
     pub(crate) fn settle(&self, ticket: Ticket, rate: Rate, answer: Option<&Decision>) {
         let mut set = self.set(ticket.key);
+        if ticket.forget {
+            // Whatever it answered: a check that failed may have run.
+            forget_in(&mut set, ticket.key);
+            return;
+        }
         let found = set
             .slots
             .iter()
@@ -225,7 +266,11 @@ impl DenyCache {
             return;
         }
         if set.generation != ticket.generation {
-            // A reset or refund of a key of this set came after the check was sent.
+            // A reset or refund of a key of this set came after the check was sent: its
+            // answer is not kept, and a refresh it claimed is released.
+            if let Some(index) = found {
+                set.slots[index].refresh_by = 0;
+            }
             return;
         }
         let index = match found {
@@ -253,13 +298,7 @@ impl DenyCache {
     /// of its window.
     pub(crate) fn forget(&self, key: &str) {
         let fingerprint = self.fingerprint(key);
-        let mut set = self.set(fingerprint);
-        set.generation += 1;
-        for slot in &mut set.slots {
-            if slot.key == fingerprint {
-                *slot = Slot::default();
-            }
-        }
+        forget_in(&mut self.set(fingerprint), fingerprint);
     }
 
     /// Drops every entry: keys were reset by a pattern, which names no key the cache can find.
@@ -271,7 +310,8 @@ impl DenyCache {
         }
     }
 
-    /// How many checks the cache answered.
+    /// How many checks the cache answered. Reads every set (under its lock): for tests and
+    /// metrics scrapes, not for each check.
     pub(crate) fn hits(&self) -> u64 {
         self.sets.iter().map(|set| lock(set).hits).sum()
     }
@@ -289,6 +329,16 @@ impl DenyCache {
     fn set(&self, fingerprint: [u64; 2]) -> MutexGuard<'_, Set> {
         // The set count is a power of two; the low bits of a SipHash are as good as any.
         lock(&self.sets[fingerprint[1] as usize & (self.sets.len() - 1)])
+    }
+}
+
+/// Drops `set`'s entries of the key whose fingerprint is `key`, and bumps its generation.
+fn forget_in(set: &mut Set, key: [u64; 2]) {
+    set.generation += 1;
+    for slot in &mut set.slots {
+        if slot.key == key {
+            *slot = Slot::default();
+        }
     }
 }
 
@@ -339,9 +389,9 @@ mod tests {
     #[test]
     fn a_denial_answers_counted_down_until_its_time_to_live() {
         let cache = cache();
-        let ticket = miss(cache.lookup("k", rate(), 10 * SECOND));
+        let ticket = miss(cache.lookup("k", rate(), 10 * SECOND, true));
         cache.settle(ticket, rate(), Some(&full(30, 50)));
-        let later = denied(cache.lookup("k", rate(), 10 * SECOND + 400_000));
+        let later = denied(cache.lookup("k", rate(), 10 * SECOND + 400_000, true));
         assert_eq!(later.retry_after, Some(Duration::from_micros(29_600_000)));
         assert_eq!(later.reset_after, Duration::from_micros(49_600_000));
         assert_eq!(
@@ -349,10 +399,10 @@ mod tests {
             (0, 100, false)
         );
         // Its time to live (1 s) is over: one check refreshes, the others still hear it.
-        let refresh = miss(cache.lookup("k", rate(), 11 * SECOND));
-        denied(cache.lookup("k", rate(), 11 * SECOND + 1));
+        let refresh = miss(cache.lookup("k", rate(), 11 * SECOND, true));
+        denied(cache.lookup("k", rate(), 11 * SECOND + 1, true));
         cache.settle(refresh, rate(), Some(&full(29, 49)));
-        let fresh = denied(cache.lookup("k", rate(), 11 * SECOND + 2));
+        let fresh = denied(cache.lookup("k", rate(), 11 * SECOND + 2, true));
         assert_eq!(fresh.retry_after, Some(Duration::from_micros(28_999_998)));
         assert_eq!(cache.hits(), 3);
     }
@@ -360,7 +410,7 @@ mod tests {
     #[test]
     fn an_entry_ends_when_its_first_unit_frees() {
         let cache = cache();
-        let ticket = miss(cache.lookup("k", rate(), 0));
+        let ticket = miss(cache.lookup("k", rate(), 0, true));
         cache.settle(
             ticket,
             rate(),
@@ -370,9 +420,9 @@ mod tests {
                 Duration::from_secs(5),
             )),
         );
-        denied(cache.lookup("k", rate(), 299_999));
-        miss(cache.lookup("k", rate(), 300_000));
-        miss(cache.lookup("k", rate(), 300_001));
+        denied(cache.lookup("k", rate(), 299_999, true));
+        miss(cache.lookup("k", rate(), 300_000, true));
+        miss(cache.lookup("k", rate(), 300_001, true));
     }
 
     #[test]
@@ -386,9 +436,9 @@ mod tests {
             Some(Decision::admitted(100, 0, Duration::from_secs(3))),
             None,
         ] {
-            let ticket = miss(cache.lookup("k", rate(), 0));
+            let ticket = miss(cache.lookup("k", rate(), 0, true));
             cache.settle(ticket, rate(), answer.as_ref());
-            miss(cache.lookup("k", rate(), 1));
+            miss(cache.lookup("k", rate(), 1, true));
         }
     }
 
@@ -397,77 +447,120 @@ mod tests {
         let cache = cache();
         let hourly = Rate::new_const(5, Duration::from_secs(3600));
         for rate in [rate(), hourly] {
-            let ticket = miss(cache.lookup("k", rate, 0));
+            let ticket = miss(cache.lookup("k", rate, 0, true));
             cache.settle(ticket, rate, Some(&full(30, 30)));
         }
-        let in_flight = miss(cache.lookup("k", Rate::new_const(1, Duration::from_secs(1)), 0));
+        let in_flight =
+            miss(cache.lookup("k", Rate::new_const(1, Duration::from_secs(1)), 0, true));
         cache.forget("k");
-        miss(cache.lookup("k", rate(), 1));
-        miss(cache.lookup("k", hourly, 1));
+        miss(cache.lookup("k", rate(), 1, true));
+        miss(cache.lookup("k", hourly, 1, true));
         // Sent before the reset, answered after it: not kept.
         cache.settle(
             in_flight,
             Rate::new_const(1, Duration::from_secs(1)),
             Some(&full(1, 1)),
         );
-        miss(cache.lookup("k", Rate::new_const(1, Duration::from_secs(1)), 2));
-        let ticket = miss(cache.lookup("other", rate(), 0));
+        miss(cache.lookup("k", Rate::new_const(1, Duration::from_secs(1)), 2, true));
+        let ticket = miss(cache.lookup("other", rate(), 0, true));
         cache.clear();
         cache.settle(ticket, rate(), Some(&full(30, 30)));
-        miss(cache.lookup("other", rate(), 1));
+        miss(cache.lookup("other", rate(), 1, true));
     }
 
     #[test]
     fn a_tier_change_drops_the_entry() {
         let cache = cache();
-        let ticket = miss(cache.lookup("k", rate(), 0));
+        let ticket = miss(cache.lookup("k", rate(), 0, true));
         cache.settle(ticket, rate(), Some(&full(30, 30)));
-        miss(cache.lookup("k", Rate::new_const(1_000, Duration::from_secs(60)), 1));
-        miss(cache.lookup("k", rate(), 2));
+        miss(cache.lookup(
+            "k",
+            Rate::new_const(1_000, Duration::from_secs(60)),
+            1,
+            true,
+        ));
+        miss(cache.lookup("k", rate(), 2, true));
         // Another algorithm is another state.
         let counter = rate().with_algorithm(crate::rate::Algorithm::SlidingWindowCounter);
-        let ticket = miss(cache.lookup("k", rate(), 3));
+        let ticket = miss(cache.lookup("k", rate(), 3, true));
         cache.settle(ticket, rate(), Some(&full(30, 30)));
-        miss(cache.lookup("k", counter, 4));
-        denied(cache.lookup("k", rate(), 5));
+        miss(cache.lookup("k", counter, 4, true));
+        denied(cache.lookup("k", rate(), 5, true));
     }
 
     #[test]
     fn an_admission_drops_an_older_entry_only() {
         let cache = cache();
-        let early = miss(cache.lookup("k", rate(), 0));
-        let same = miss(cache.lookup("k", rate(), 10));
-        let late = miss(cache.lookup("k", rate(), 10));
+        let early = miss(cache.lookup("k", rate(), 0, true));
+        let same = miss(cache.lookup("k", rate(), 10, true));
+        let late = miss(cache.lookup("k", rate(), 10, true));
         cache.settle(late, rate(), Some(&full(30, 30)));
         for ticket in [early, same] {
             let admitted = Decision::admitted(100, 0, Duration::from_secs(30));
             cache.settle(ticket, rate(), Some(&admitted));
         }
-        denied(cache.lookup("k", rate(), 11));
-        let refresh = miss(cache.lookup("k", rate(), SECOND + 10));
+        denied(cache.lookup("k", rate(), 11, true));
+        let refresh = miss(cache.lookup("k", rate(), SECOND + 10, true));
         cache.settle(
             refresh,
             rate(),
             Some(&Decision::admitted(100, 0, Duration::from_secs(30))),
         );
-        miss(cache.lookup("k", rate(), SECOND + 11));
+        miss(cache.lookup("k", rate(), SECOND + 11, true));
     }
 
     #[test]
     fn a_failed_refresh_is_claimed_again() {
         let cache = cache();
-        let ticket = miss(cache.lookup("k", rate(), 0));
+        let ticket = miss(cache.lookup("k", rate(), 0, true));
         cache.settle(ticket, rate(), Some(&full(30, 30)));
-        let refresh = miss(cache.lookup("k", rate(), SECOND));
-        denied(cache.lookup("k", rate(), SECOND));
+        let refresh = miss(cache.lookup("k", rate(), SECOND, true));
+        denied(cache.lookup("k", rate(), SECOND, true));
         cache.settle(refresh, rate(), None);
-        miss(cache.lookup("k", rate(), SECOND));
+        miss(cache.lookup("k", rate(), SECOND, true));
         // Unanswered, a claim stands for the store's timeout.
-        denied(cache.lookup("k", rate(), SECOND + 249_999));
-        miss(cache.lookup("k", rate(), SECOND + 250_000));
+        denied(cache.lookup("k", rate(), SECOND + 249_999, true));
+        miss(cache.lookup("k", rate(), SECOND + 250_000, true));
     }
 
-    /// The memory the builder's docs state: under 80 bytes an entry, lock included.
+    #[test]
+    fn a_check_at_an_explicit_time_drops_the_key() {
+        let cache = cache();
+        let ticket = miss(cache.lookup("k", rate(), 0, true));
+        cache.settle(ticket, rate(), Some(&full(30, 30)));
+        denied(cache.lookup("k", rate(), 1, true));
+        // Its answer (or its failure) drops the entry: it may have evicted the window.
+        cache.settle(cache.explicit("k"), rate(), None);
+        miss(cache.lookup("k", rate(), 2, true));
+    }
+
+    #[test]
+    fn a_refresh_refused_after_an_invalidation_releases_its_claim() {
+        // One set: every key shares its generation.
+        let cache = DenyCache::new(1, Duration::from_secs(1), Duration::from_millis(250));
+        let ticket = miss(cache.lookup("k", rate(), 0, true));
+        cache.settle(ticket, rate(), Some(&full(30, 30)));
+        let refresh = miss(cache.lookup("k", rate(), SECOND, true));
+        denied(cache.lookup("k", rate(), SECOND, true));
+        cache.forget("another key");
+        cache.settle(refresh, rate(), Some(&full(29, 29)));
+        // Not kept, and the next check refreshes again at once.
+        miss(cache.lookup("k", rate(), SECOND + 1, true));
+        denied(cache.lookup("k", rate(), SECOND + 2, true));
+    }
+
+    #[test]
+    fn uncounted_lookups_count_once_by_hand() {
+        let cache = cache();
+        let ticket = miss(cache.lookup("k", rate(), 0, true));
+        cache.settle(ticket, rate(), Some(&full(30, 30)));
+        denied(cache.lookup("k", rate(), 1, false));
+        assert_eq!(cache.hits(), 0);
+        cache.count("k");
+        assert_eq!(cache.hits(), 1);
+    }
+
+    /// The memory the builder's docs state: at most 80 bytes an entry, lock included.
     #[test]
     fn an_entry_takes_under_80_bytes() {
         let per_entry = std::mem::size_of::<Mutex<Set>>() / WAYS;
@@ -480,12 +573,12 @@ mod tests {
         assert_eq!(cache.capacity(), WAYS);
         for (i, retry) in [(0, 50), (1, 10), (2, 40), (3, 30), (4, 20)] {
             let key = format!("k{i}");
-            let ticket = miss(cache.lookup(&key, rate(), 0));
+            let ticket = miss(cache.lookup(&key, rate(), 0, true));
             cache.settle(ticket, rate(), Some(&full(retry, retry)));
         }
-        miss(cache.lookup("k1", rate(), 1));
+        miss(cache.lookup("k1", rate(), 1, true));
         for key in ["k0", "k2", "k3", "k4"] {
-            denied(cache.lookup(key, rate(), 1));
+            denied(cache.lookup(key, rate(), 1, true));
         }
     }
 }
