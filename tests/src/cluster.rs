@@ -1,4 +1,4 @@
-//! [`TestCluster`]: a real Redis Cluster of N masters (no replicas) for one test.
+//! [`TestCluster`]: a real Redis Cluster of N masters (no replicas, or one each) for one test.
 //!
 //! Each master is a `redis-server` on `127.0.0.1` with nothing on disk but its cluster
 //! configuration file, in a temporary directory of its own cluster:
@@ -65,6 +65,8 @@ const MIGRATE_TIMEOUT_MS: u64 = 5_000;
 pub struct TestCluster {
     nodes: Vec<Node>,
     directory: PathBuf,
+    /// Replicas per master (0, or 1 for [`TestCluster::start_with_replicas`]).
+    replicas: usize,
 }
 
 struct Node {
@@ -90,6 +92,42 @@ impl TestCluster {
     /// `redis-cli` and the nodes' logs.
     #[must_use]
     pub fn start(masters: usize) -> TestCluster {
+        TestCluster::start_with(masters, 0)
+    }
+
+    /// [`TestCluster::start`] with one replica per master: `2 × masters` nodes, nodes
+    /// `0..masters` the masters and the others their replicas (as `redis-cli --cluster create`
+    /// assigns them: [`TestCluster::replica_of`] tells which), ready once every replica's link
+    /// to its master is up, so that a failover can happen.
+    ///
+    /// # Panics
+    ///
+    /// As [`TestCluster::start`]; also when the replicas are not as described.
+    #[must_use]
+    pub fn start_with_replicas(masters: usize) -> TestCluster {
+        let cluster = TestCluster::start_with(masters, 1);
+        let deadline = Instant::now() + FORM_DEADLINE;
+        for replica in masters..2 * masters {
+            loop {
+                let info: String = cluster
+                    .query(replica, redis::cmd("INFO").arg("replication"))
+                    .unwrap_or_default();
+                if info.contains("role:slave") && info.contains("master_link_status:up") {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    cluster.fail(&format!(
+                        "node {replica} is not an up-to-date replica within \
+                         {FORM_DEADLINE:?}:\n{info}"
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        cluster
+    }
+
+    fn start_with(masters: usize, replicas: usize) -> TestCluster {
         assert!(
             masters >= 3,
             "a TestCluster needs at least 3 masters (redis-cli --cluster create refuses fewer), \
@@ -105,10 +143,11 @@ impl TestCluster {
         // From here on, dropping the cluster (also when a panic unwinds) kills what was started
         // and removes the directory.
         let mut cluster = TestCluster {
-            nodes: Vec::with_capacity(masters),
+            nodes: Vec::with_capacity(masters * (1 + replicas)),
             directory,
+            replicas,
         };
-        for _ in 0..masters {
+        for _ in 0..masters * (1 + replicas) {
             let node = cluster.start_node();
             cluster.nodes.push(node);
         }
@@ -125,7 +164,8 @@ impl TestCluster {
         cluster
     }
 
-    /// How many masters the cluster was started with (killed ones included).
+    /// How many nodes the cluster was started with (killed ones included): its masters, and
+    /// their replicas if it has any.
     #[must_use]
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -245,6 +285,57 @@ impl TestCluster {
             .map(|n| format!("{prefix}{n}"))
             .find(|key| TestCluster::key_slot(key) == slot)
             .expect("every slot has keys")
+    }
+
+    /// The node that replicates `master` now.
+    ///
+    /// # Panics
+    ///
+    /// When none does.
+    #[must_use]
+    pub fn replica_of(&self, master: usize) -> usize {
+        let port = format!("master_port:{}", self.nodes[master].port);
+        (0..self.nodes.len())
+            .filter(|&node| node != master && self.is_alive(node))
+            .find(|&node| {
+                self.query::<String>(node, redis::cmd("INFO").arg("replication"))
+                    .is_ok_and(|info| info.contains("role:slave") && info.contains(&port))
+            })
+            .unwrap_or_else(|| panic!("no node replicates node {master}"))
+    }
+
+    /// Asks `replica` for a manual failover (`CLUSTER FAILOVER`): it catches up with its
+    /// master, which stops taking writes meanwhile, then takes its slots over; the old master
+    /// becomes its replica.
+    ///
+    /// # Panics
+    ///
+    /// When the node refuses.
+    pub fn failover(&self, replica: usize) {
+        let () = self
+            .query(replica, redis::cmd("CLUSTER").arg("FAILOVER"))
+            .unwrap_or_else(|error| panic!("CLUSTER FAILOVER on node {replica}: {error}"));
+    }
+
+    /// Waits (up to a minute) until a live node other than `old` owns `slot`, as the first live
+    /// node sees it; returns that node.
+    ///
+    /// # Panics
+    ///
+    /// When that does not happen in time.
+    pub async fn wait_for_new_owner(&self, slot: u16, old: usize) -> usize {
+        let deadline = Instant::now() + FORM_DEADLINE;
+        loop {
+            let owner = self.node_for_slot(slot);
+            if owner != old {
+                return owner;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "slot {slot} still on node {old} after {FORM_DEADLINE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Stops `node` now (`SIGKILL`): its connections drop, its slots stay assigned to it.
@@ -601,7 +692,11 @@ impl TestCluster {
                         .iter()
                         .map(|node| format!("127.0.0.1:{}", node.port)),
                 )
-                .args(["--cluster-replicas", "0", "--cluster-yes"])
+                .args([
+                    "--cluster-replicas",
+                    &self.replicas.to_string(),
+                    "--cluster-yes",
+                ])
                 .stdin(Stdio::null())
                 .stdout(output)
                 .stderr(errors),
@@ -673,7 +768,8 @@ impl TestCluster {
             let mut owners: Vec<&str> = ranges.iter().map(|(_, _, id)| id.as_str()).collect();
             owners.sort_unstable();
             owners.dedup();
-            if covered != u32::from(SLOTS) || owners.len() != self.nodes.len() {
+            if covered != u32::from(SLOTS) || owners.len() != self.nodes.len() / (1 + self.replicas)
+            {
                 return Err(format!(
                     "node {node} sees {covered} slots on {} masters: {ranges:?}",
                     owners.len()

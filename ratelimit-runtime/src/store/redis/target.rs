@@ -176,12 +176,18 @@ impl Target {
         // Every check is one script call on one key's node. A call is resent only by the
         // cluster's own redirections and reconnections (MOVED, ASK, a dropped connection); the
         // script counts a resent call once, and the limiter's timeout bounds them all.
+        // A node that cannot be reached is given up after 3 attempts to reconnect (50, 100,
+        // 200 ms apart): redis-rs then asks the cluster for its slot map again, which after a
+        // failover names the replica that took the node's slots over. Without the bound it
+        // would try the dead node's address for ever, and its slots would never come back.
+        let attempts = std::num::NonZeroUsize::new(3).unwrap_or(std::num::NonZeroUsize::MIN);
         let builder = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
             .connection_timeout(timeout)
             .response_timeout(timeout)
             .retries(3)
             .min_retry_wait(5)
-            .max_retry_wait(50);
+            .max_retry_wait(50)
+            .max_connection_attempts(attempts);
         let builder = with_cluster_tls(builder, tls);
         builder
             .build()
