@@ -49,6 +49,7 @@ pub struct LimiterBuilder {
     deny_cache: bool,
     deny_cache_ttl: Duration,
     deny_cache_capacity: usize,
+    replica_wait: Option<(u32, Duration)>,
 }
 
 /// The Redis deployment a builder was pointed at.
@@ -72,6 +73,7 @@ impl Default for LimiterBuilder {
             deny_cache: true,
             deny_cache_ttl: DEFAULT_DENY_CACHE_TTL,
             deny_cache_capacity: DEFAULT_DENY_CACHE_CAPACITY,
+            replica_wait: None,
         }
     }
 }
@@ -261,6 +263,28 @@ impl LimiterBuilder {
         self
     }
 
+    /// Waits, after each call that records an admission (or refunds one), until `replicas`
+    /// replicas of the key's master have it, at most `timeout` (default: no waiting). Redis
+    /// replicates asynchronously, so an admission the master acknowledged can be lost when a
+    /// replica that did not have it yet takes over (a killed master, a Sentinel failover):
+    /// the limiter sends `WAIT replicas timeout` right behind the script, on the same
+    /// connection, in the same round trip (it cannot run inside a script), and answers a call
+    /// that fewer replicas acknowledged in time by the failure policy
+    /// ([`StoreError::NotReplicated`](crate::StoreError::NotReplicated), an outage of that
+    /// master: its breaker opens). This narrows the window in which admissions are lost; it
+    /// does not close it (a replica can acknowledge and still not be the one promoted, and the
+    /// call stays recorded on the master either way). Each recording check then waits for the
+    /// slowest of those replicas: README "Running in production" has the measured cost.
+    /// `timeout` is rounded up to whole milliseconds, and must be shorter than the
+    /// [`timeout`](LimiterBuilder::timeout) of the whole check (else the check times out
+    /// first); zero replicas, or a `timeout` of zero or not shorter than the check's, are
+    /// rejected by [`build`](LimiterBuilder::build) (`InvalidConfig`).
+    #[must_use]
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_wait = Some((replicas, timeout));
+        self
+    }
+
     /// What a check answers when the store cannot (default [`FailurePolicy::Local`]).
     #[must_use]
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
@@ -287,8 +311,8 @@ impl LimiterBuilder {
     /// `rediss://`, a TLS certificate or key that does not parse or a key that is not the
     /// certificate's, a Redis limiter on a [`ManualClock`] with the default key prefix, an empty list of cluster nodes (or nodes that disagree on TLS or
     /// credentials, or a `redis+unix://` or `/<db>` node URL), a zero timeout, a zero
-    /// `max_keys`, a `deny_cache_ttl` under 1 ms, or a `deny_cache_capacity` of zero or above
-    /// 2^22.
+    /// `max_keys`, a `deny_cache_ttl` under 1 ms, a `deny_cache_capacity` of zero or above
+    /// 2^22, or a `wait_for_replicas` of zero replicas or a wait not within the timeout.
     #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
     pub async fn build(self) -> Result<Limiter, RateLimitError> {
         self.build_now()
@@ -342,6 +366,23 @@ impl LimiterBuilder {
                 .into(),
             ));
         }
+        if let Some((replicas, wait)) = self.replica_wait
+            && (replicas == 0 || wait.is_zero() || wait >= self.timeout)
+        {
+            return Err(RateLimitError::InvalidConfig(
+                format!(
+                    "wait_for_replicas needs at least one replica and a wait longer than zero \
+                     and shorter than the check's timeout ({:?}), not {replicas} replicas for \
+                     {wait:?}",
+                    self.timeout
+                )
+                .into(),
+            ));
+        }
+        let store = match store {
+            Store::Redis(redis) => Store::Redis(redis.with_replica_wait(self.replica_wait)),
+            other => other,
+        };
         let deny_cache = (self.deny_cache && matches!(store, Store::Redis(_)))
             .then(|| DenyCache::new(self.deny_cache_capacity, self.deny_cache_ttl, self.timeout));
         let fallback = MemoryStore::with_max_keys(max_keys);
@@ -382,6 +423,7 @@ impl fmt::Debug for LimiterBuilder {
             .field("deny_cache", &self.deny_cache)
             .field("deny_cache_ttl", &self.deny_cache_ttl)
             .field("deny_cache_capacity", &self.deny_cache_capacity)
+            .field("wait_for_replicas", &self.replica_wait)
             .finish()
     }
 }

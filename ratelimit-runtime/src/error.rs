@@ -312,6 +312,20 @@ pub enum StoreError {
     /// Redis answered something the script never returns.
     #[error("rate limit store sent an unexpected reply: {0}")]
     Protocol(Cow<'static, str>),
+    /// The call was recorded on the master, but fewer replicas than
+    /// [`LimiterBuilder::wait_for_replicas`](crate::LimiterBuilder::wait_for_replicas) asks
+    /// for acknowledged it in time (`WAIT`): a failover now could lose it. Answered by the
+    /// failure policy, as an outage of the master (its replicas are gone or far behind).
+    #[error(
+        "rate limit store recorded the call, but {acknowledged} of the {wanted} replicas asked \
+         for acknowledged it in time"
+    )]
+    NotReplicated {
+        /// Replicas that acknowledged the call.
+        acknowledged: u64,
+        /// Replicas asked for.
+        wanted: u32,
+    },
     /// The store was configured with an unusable setting (for example a malformed URL in
     /// `RATELIMIT_REDIS_URL`), so every check fails until the process is reconfigured.
     #[error("rate limit store is misconfigured: {0}")]

@@ -196,6 +196,13 @@ impl TestSentinel {
         &self.servers[self.index_of(address)]
     }
 
+    /// The other data server than `master`: its replica.
+    #[must_use]
+    pub fn replica_of(&self, master: SocketAddr) -> SocketAddr {
+        let index = 1 - self.index_of(master);
+        self.servers[index].address()
+    }
+
     /// Kills the server at `address` (the master, for a failover by the sentinels).
     pub fn kill(&mut self, address: SocketAddr) {
         let index = self.index_of(address);

@@ -28,14 +28,21 @@ const SLACK: Duration = Duration::from_secs(2);
 const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 
 async fn limiter(url: &str, prefix: &str) -> Limiter {
-    Limiter::builder()
-        .redis_url(url)
-        .key_prefix(prefix)
-        .timeout(TIMEOUT)
+    builder(url, prefix)
         .build()
         .await
         .expect("a Sentinel limiter")
 }
+
+fn builder(url: &str, prefix: &str) -> ratelimit_runtime::LimiterBuilder {
+    Limiter::builder()
+        .redis_url(url)
+        .key_prefix(prefix)
+        .timeout(TIMEOUT)
+}
+
+/// How long a recording check waits for the replica, with `wait_for_replicas`.
+const REPLICA_WAIT: Duration = Duration::from_millis(200);
 
 /// `ZCARD` of each of `keys` (under `prefix`) on the server at `master`.
 async fn recorded(
@@ -100,10 +107,14 @@ enum Trigger {
     Killed,
 }
 
-async fn failover_under_traffic(trigger: Trigger) {
+async fn failover_under_traffic(trigger: Trigger, wait: bool) {
     let mut sentinel = TestSentinel::start().await;
     let prefix = unique_prefix("sentinel-failover");
-    let limiter = limiter(&sentinel.url(), &prefix).await;
+    let mut builder = builder(&sentinel.url(), &prefix);
+    if wait {
+        builder = builder.wait_for_replicas(1, REPLICA_WAIT);
+    }
+    let limiter = builder.build().await.expect("a Sentinel limiter");
     let old = sentinel.master().await.expect("a master");
     let traffic = Traffic::start(&limiter, "k", 50, Duration::from_millis(2));
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -136,7 +147,7 @@ async fn failover_under_traffic(trigger: Trigger) {
         .sum();
     let seen: u64 = report.admitted.iter().sum();
     println!(
-        "{trigger:?}: new master named after {promoted:?}; policy answered {} of {} checks, \
+        "{trigger:?} (waiting for the replica: {wait}): new master named after {promoted:?}; policy answered {} of {} checks, \
          from {:?} to {:?} ({:?}); quiet again {quiet:?} after the failover began; slowest \
          check {:?}; store admissions seen {seen}, on the new master {}: {} lost, {unseen} \
          recorded but answered by the policy (timed out)",
@@ -185,10 +196,85 @@ async fn failover_under_traffic(trigger: Trigger) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_asked_failover_under_traffic() {
-    failover_under_traffic(Trigger::Asked).await;
+    failover_under_traffic(Trigger::Asked, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asked_failover_under_traffic_waiting_for_the_replica() {
+    failover_under_traffic(Trigger::Asked, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_master_under_traffic() {
-    failover_under_traffic(Trigger::Killed).await;
+    failover_under_traffic(Trigger::Killed, false).await;
+}
+
+/// `wait_for_replicas`: every admission the store answers is on the replica when the check
+/// returns; a replica that is gone makes the checks the policy's (recorded on the master,
+/// not replicated), within the wait; and what the wait costs 50 callers, measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_the_replica() {
+    let mut sentinel = TestSentinel::start().await;
+    let prefix = unique_prefix("sentinel-wait");
+    let limiter = builder(&sentinel.url(), &prefix)
+        .wait_for_replicas(1, REPLICA_WAIT)
+        .build()
+        .await
+        .expect("a limiter");
+    let master = sentinel.master().await.expect("a master");
+    let replica = sentinel.replica_of(master);
+    let rate = Rate::new(1_000, Duration::from_secs(60)).expect("a rate");
+    let mut on_replica = sentinel.server(replica).connection().await;
+    for admitted in 1..=20_u64 {
+        let decision = limiter.check("k", rate).await.expect("a check");
+        assert!(
+            decision.allowed && !decision.answered_by_policy(),
+            "{decision:?}"
+        );
+        let count: u64 = redis::cmd("ZCARD")
+            .arg(format!("{prefix}k"))
+            .query_async(&mut on_replica)
+            .await
+            .expect("ZCARD");
+        assert_eq!(
+            count, admitted,
+            "the replica has every admission once it is answered"
+        );
+    }
+
+    // The cost: 50 callers for 2 s each way, on this deployment.
+    let plain = limiter_for_cost(&sentinel, false).await;
+    let waiting = limiter_for_cost(&sentinel, true).await;
+    let (without, with) = (throughput(&plain).await, throughput(&waiting).await);
+    println!(
+        "50 callers: {without:.0} checks/s without waiting, {with:.0} waiting for the replica \
+         ({:.2}×)",
+        with / without
+    );
+
+    sentinel.kill(replica);
+    let started = Instant::now();
+    let answered = limiter.check("k", rate).await.expect("the policy's answer");
+    let took = started.elapsed();
+    println!("with the replica gone: answered by the policy in {took:?}");
+    assert!(answered.answered_by_policy(), "{answered:?}");
+    assert!(took <= REPLICA_WAIT + SLACK, "{took:?}");
+}
+
+async fn limiter_for_cost(sentinel: &TestSentinel, wait: bool) -> Limiter {
+    let mut builder = builder(&sentinel.url(), &unique_prefix("sentinel-cost"));
+    if wait {
+        builder = builder.wait_for_replicas(1, REPLICA_WAIT);
+    }
+    builder.build().await.expect("a limiter")
+}
+
+/// Checks per second of 50 callers over 2 s, each on a key of its own.
+async fn throughput(limiter: &Limiter) -> f64 {
+    let traffic = Traffic::start(limiter, "cost", 50, Duration::ZERO);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = traffic.stop(started).await;
+    assert_eq!(report.policy, 0, "every check the store's");
+    report.checks as f64 / started.elapsed().as_secs_f64()
 }

@@ -499,8 +499,10 @@ impl Shared {
                     // A call that timed out, or whose connection dropped, may have run (or may
                     // run yet, on a stalled node): refunded. One that could not be sent, or that
                     // Redis answered with an error, recorded nothing.
-                    let maybe_ran = matches!(&error, StoreError::Timeout(_))
-                        || matches!(&error, StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped());
+                    let maybe_ran = matches!(
+                        &error,
+                        StoreError::Timeout(_) | StoreError::NotReplicated { .. }
+                    ) || matches!(&error, StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped());
                     if sent && maybe_ran {
                         refunds.push((index, at.unwrap_or_else(clock::now_us)));
                     }

@@ -54,6 +54,8 @@ pub(crate) struct RedisStore {
     looking_up: AtomicBool,
     /// Set once the server refused the `no-writes` flag of the look's script (Redis 5, 6).
     peek_without_flags: AtomicBool,
+    /// The replicas a recording call waits for, and for how long at most (`WAIT`).
+    replica_wait: Option<(u32, Duration)>,
 }
 
 impl RedisStore {
@@ -100,7 +102,16 @@ impl RedisStore {
             members: MemberSource::new(),
             looking_up: AtomicBool::new(false),
             peek_without_flags: AtomicBool::new(false),
+            replica_wait: None,
         }
+    }
+
+    /// This store, its recording calls waiting for `replicas` replicas to acknowledge them, at
+    /// most `limit` each (`WAIT`, sent right behind the script on the key's master
+    /// connection); `None`: no waiting.
+    pub(crate) fn with_replica_wait(mut self, wait: Option<(u32, Duration)>) -> RedisStore {
+        self.replica_wait = wait;
+        self
     }
 
     /// `redis` or `redis-cluster`.
@@ -371,15 +382,25 @@ impl RedisStore {
 
     async fn run_script(&self, runtime: &Runtime, call: Call<'_>) -> Result<Vec<i64>, StoreError> {
         let mut connection = self.connection(runtime).await?;
-        script::run(&mut connection, &self.prefix, call)
-            .await
-            .map_err(|err| {
-                if err.is_unrecoverable_error() {
-                    // Let the next check build a fresh connection.
-                    self.forget_connection(runtime.id());
-                }
-                self.store_error(err)
-            })
+        let (reply, acknowledged) =
+            script::run(&mut connection, &self.prefix, call, self.replica_wait)
+                .await
+                .map_err(|err| {
+                    if err.is_unrecoverable_error() {
+                        // Let the next check build a fresh connection.
+                        self.forget_connection(runtime.id());
+                    }
+                    self.store_error(err)
+                })?;
+        match (acknowledged, self.replica_wait) {
+            (Some(acknowledged), Some((wanted, _))) if acknowledged < u64::from(wanted) => {
+                Err(StoreError::NotReplicated {
+                    acknowledged,
+                    wanted,
+                })
+            }
+            _ => Ok(reply),
+        }
     }
 
     /// Claims the one slot-map lookup that may run at a time (cluster only); `None` when

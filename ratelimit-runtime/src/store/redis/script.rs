@@ -130,6 +130,15 @@ pub(super) enum Call<'a> {
 }
 
 impl Call<'_> {
+    /// Whether the call may record admissions (or take them back): what replicas must have
+    /// before a failover.
+    fn records(&self) -> bool {
+        matches!(
+            self,
+            Call::One { .. } | Call::Several { .. } | Call::Counter { .. } | Call::Refund { .. }
+        )
+    }
+
     fn script(&self) -> (&'static redis::Script, &'static str) {
         match self {
             Call::One { .. } => (&SLIDING_WINDOW, SOURCE),
@@ -288,9 +297,14 @@ pub(super) async fn run(
     connection: &mut Connection,
     prefix: &str,
     call: Call<'_>,
-) -> RedisResult<Vec<i64>> {
+    wait: Option<(u32, Duration)>,
+) -> RedisResult<(Vec<i64>, Option<u64>)> {
+    // A call that records waits for replicas when asked to: `WAIT` right behind the script,
+    // on the same connection (the key's master), in one round trip. It cannot run inside a
+    // script.
+    let wait = wait.filter(|_| call.records());
     let evalsha = command(prefix, &call, false, false);
-    let mut result = connection.query(&evalsha).await;
+    let mut result = exchange(connection, evalsha, wait).await;
     let resent = matches!(&result, Err(err) if err.is_connection_dropped());
     if resent {
         // The connection was found closed (the server's idle timeout, a restart, a load
@@ -298,7 +312,7 @@ pub(super) async fn run(
         // once, so the same call is sent once more, on the connection the manager makes again
         // (marked as a resend for the script of several limits, which then looks for it in
         // every limit before counting).
-        result = connection.query(&command(prefix, &call, false, true)).await;
+        result = exchange(connection, command(prefix, &call, false, true), wait).await;
     }
     if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
         // The server lost its scripts (restarted, failed over, `SCRIPT FLUSH`), so the call did
@@ -310,11 +324,30 @@ pub(super) async fn run(
         // live masters' keys from recovering after a restart or a failover, and each check
         // that met `NOSCRIPT` would cost a round trip to every master plus two to its own.
         // The other masters reload the script when their own checks meet `NOSCRIPT`.
-        result = connection
-            .query(&command(prefix, &call, true, resent))
-            .await;
+        result = exchange(connection, command(prefix, &call, true, resent), wait).await;
     }
     result
+}
+
+/// Sends `command`, then, with `wait` (replicas, time limit), `WAIT` for those replicas in
+/// the same round trip; returns the script's reply, and how many replicas acknowledged.
+async fn exchange(
+    connection: &mut Connection,
+    command: Cmd,
+    wait: Option<(u32, Duration)>,
+) -> RedisResult<(Vec<i64>, Option<u64>)> {
+    let Some((replicas, limit)) = wait else {
+        return connection.query(&command).await.map(|reply| (reply, None));
+    };
+    let millis = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1);
+    let mut pipeline = redis::pipe();
+    pipeline
+        .add_command(command)
+        .cmd("WAIT")
+        .arg(replicas)
+        .arg(millis);
+    let (reply, acknowledged): (Vec<i64>, u64) = connection.query_pipeline(&pipeline).await?;
+    Ok((reply, Some(acknowledged)))
 }
 
 /// Turns `peek.lua`'s reply `{count, retry_after_us, reset_after_us}` into the [`Decision`] of

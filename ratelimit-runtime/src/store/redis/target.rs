@@ -258,6 +258,18 @@ impl Connection {
         }
     }
 
+    /// Sends `pipeline` (routed, in a cluster, to its first key's node) and returns its
+    /// replies.
+    pub(crate) async fn query_pipeline<T: redis::FromRedisValue>(
+        &mut self,
+        pipeline: &redis::Pipeline,
+    ) -> RedisResult<T> {
+        match self {
+            Connection::Single(connection) => pipeline.query_async(connection).await,
+            Connection::Cluster(connection) => pipeline.query_async(&mut **connection).await,
+        }
+    }
+
     /// `true` for a cluster's connection.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Connection::Cluster(_))
