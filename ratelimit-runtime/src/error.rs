@@ -302,9 +302,13 @@ pub enum StoreError {
         "rate limit store unavailable for {0:?} (circuit open; probing it at most every 100 ms)"
     )]
     CircuitOpen(Duration),
-    /// The Redis store was used outside a Tokio runtime (or while its runtime shut down).
-    /// Not an outage: the store is not asked, and other callers are not affected.
-    #[error("the Redis rate limit store must be used inside a Tokio runtime")]
+    /// The Redis store was used outside a Tokio runtime (or while its runtime shut down),
+    /// without the `smol` feature (which takes such calls to smol's executor). Not an outage:
+    /// the store is not asked, and other callers are not affected.
+    #[error(
+        "the Redis rate limit store must be used inside a Tokio runtime (or build \
+         ratelimit-runtime with its `smol` feature)"
+    )]
     NoRuntime,
     /// Redis answered with an error, or the connection failed.
     #[error("rate limit store failed: {0}")]

@@ -30,8 +30,8 @@ impl Limiter {
     /// forward to its wake-up time (unless another waiter moved it further), without jitter,
     /// lets the runtime's other tasks run, and checks again, so tests do not sleep. Real
     /// sleeps need a Tokio runtime with its time driver (`#[tokio::main]` has one) and follow
-    /// Tokio's clock (paused under `tokio::time::pause`); outside a runtime the first denial is
-    /// the answer.
+    /// Tokio's clock (paused under `tokio::time::pause`), or outside Tokio the `smol` feature
+    /// (smol's timers); outside any runtime the first denial is the answer.
     ///
     /// This is the sliding window log's wait, as governor's `until_ready` is GCRA's.
     ///

@@ -633,6 +633,10 @@ impl TestCluster {
                     .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
                     .args(["--cluster-require-full-coverage", "no"])
                     .args(["--save", "", "--appendonly", "no"])
+                    // A replica's full sync writes its master's data to this file: one per
+                    // node, so that no node ever loads another's.
+                    .arg("--dbfilename")
+                    .arg(format!("dump-{port}.rdb"))
                     .arg("--dir")
                     .arg(&self.directory)
                     .arg("--logfile")

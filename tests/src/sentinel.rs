@@ -39,15 +39,30 @@ impl TestSentinel {
     /// When a server does not start, or the sentinels do not see the deployment in time.
     #[must_use]
     pub async fn start() -> TestSentinel {
-        let master = TestRedis::start_private();
-        let port = master.address().port().to_string();
-        let replica = TestRedis::start_private_with(&["--replicaof", "127.0.0.1", &port]);
         let directory = std::env::temp_dir().join(format!(
             "ratelimit-sentinel-{}-{}",
             std::process::id(),
             free_port()
         ));
         std::fs::create_dir_all(&directory).expect("create the sentinels' directory");
+        // A directory of its own for each server: a replica's full sync writes the master's
+        // data to `dump.rdb` in its directory, which any server started later there would
+        // load (the harness's other servers share the temporary directory).
+        let dir = |name: &str| {
+            let dir = directory.join(name);
+            std::fs::create_dir_all(&dir).expect("create a server's directory");
+            dir.to_string_lossy().into_owned()
+        };
+        let (master_dir, replica_dir) = (dir("master"), dir("replica"));
+        let master = TestRedis::start_private_with(&["--dir", &master_dir]);
+        let port = master.address().port().to_string();
+        let replica = TestRedis::start_private_with(&[
+            "--dir",
+            &replica_dir,
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ]);
         let mut deployment = TestSentinel {
             servers: vec![master, replica],
             sentinels: Vec::new(),

@@ -1,10 +1,11 @@
 //! The async runtime seam: what the check path and the Redis store ask of an executor, in one
-//! place, so that a second runtime is one file beside `tokio.rs` with the same items (and a
-//! choice between the two in `Runtime::current`), plus redis-rs's connections for it (today
-//! they are built for Tokio: its `tokio-comp` feature, in `store/redis/target.rs`).
+//! place: Tokio (`tokio.rs`), and with the `smol` feature smol's global executor (`smol.rs`).
+//! The choice is made per call, as redis-rs makes it for its connections when it is built for
+//! both: Tokio when a Tokio runtime is current, else smol (with the feature), else none.
 //!
 //! - [`Runtime::current`]: the runtime the caller is on; `None` outside any (such a check is
-//!   answered by the failure policy, as [`StoreError::NoRuntime`](crate::StoreError::NoRuntime)).
+//!   answered by the failure policy, as [`StoreError::NoRuntime`](crate::StoreError::NoRuntime));
+//!   with the `smol` feature, smol's global executor outside Tokio, so never `None`.
 //! - [`Runtime::id`]: tells runtimes apart, for state kept per runtime (the Redis store's
 //!   connection, whose driver task lives on the runtime that made it).
 //! - [`Runtime::spawn`]: a detached task: the hand-off below, a cluster's slot lookup, the
@@ -16,13 +17,106 @@
 //! The in-process store needs none of this: it answers on the caller's thread, under any
 //! executor or none.
 
+#[cfg(feature = "smol")]
+mod smol;
 mod tokio;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
-pub(crate) use self::tokio::{Instant, Runtime, RuntimeId, sleep, timeout, yield_now};
+use self::tokio::Tokio;
+
+/// The runtime a check runs on, cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Runtime(Which);
+
+#[derive(Clone)]
+enum Which {
+    Tokio(Tokio),
+    /// smol's global executor (feature `smol`).
+    #[cfg(feature = "smol")]
+    Smol,
+}
+
+/// Tells runtimes apart, for state kept per runtime: each Tokio runtime is one; smol's
+/// global executor is one for the whole process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum RuntimeId {
+    Tokio(::tokio::runtime::Id),
+    #[cfg(feature = "smol")]
+    Smol,
+}
+
+impl Runtime {
+    /// The runtime the caller runs on: its Tokio runtime, else (feature `smol`) smol's global
+    /// executor; `None` outside Tokio without the feature.
+    pub(crate) fn current() -> Option<Runtime> {
+        if let Some(tokio) = Tokio::current() {
+            return Some(Runtime(Which::Tokio(tokio)));
+        }
+        #[cfg(feature = "smol")]
+        return Some(Runtime(Which::Smol));
+        #[cfg(not(feature = "smol"))]
+        None
+    }
+
+    /// This runtime's identity, for state kept per runtime.
+    pub(crate) fn id(&self) -> RuntimeId {
+        match &self.0 {
+            Which::Tokio(tokio) => RuntimeId::Tokio(tokio.id()),
+            #[cfg(feature = "smol")]
+            Which::Smol => RuntimeId::Smol,
+        }
+    }
+
+    /// Runs `future` as a task of this runtime, detached. On a Tokio runtime that is shutting
+    /// down the future is dropped at once; smol's global executor never shuts down.
+    pub(crate) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
+        match &self.0 {
+            Which::Tokio(tokio) => tokio.spawn(future),
+            #[cfg(feature = "smol")]
+            Which::Smol => smol::spawn(future),
+        }
+    }
+}
+
+/// Waits `duration`, on the current runtime's timers (Tokio's, else smol's).
+pub(crate) async fn sleep(duration: Duration) {
+    #[cfg(feature = "smol")]
+    if Tokio::current().is_none() {
+        return smol::sleep(duration).await;
+    }
+    tokio::sleep(duration).await;
+}
+
+/// Lets the current runtime's other tasks run before this one goes on.
+pub(crate) async fn yield_now() {
+    #[cfg(feature = "smol")]
+    if Tokio::current().is_none() {
+        return smol::yield_now().await;
+    }
+    tokio::yield_now().await;
+}
+
+/// `future`'s output, or [`Elapsed`] (and the future dropped) once `limit` passes first, on
+/// the current runtime's timers (Tokio's, else smol's).
+pub(crate) async fn timeout<F: Future>(limit: Duration, future: F) -> Result<F::Output, Elapsed> {
+    #[cfg(feature = "smol")]
+    if Tokio::current().is_none() {
+        return smol::timeout(limit, future).await.ok_or(Elapsed);
+    }
+    tokio::timeout(limit, future).await.ok_or(Elapsed)
+}
+
+/// Tokio's clock, which its sleeps follow (paused in tests under `tokio::time::pause`); outside
+/// a Tokio runtime, the system's monotonic clock.
+pub(crate) type Instant = ::tokio::time::Instant;
+
+/// The time limit of [`timeout`] passed before its future finished.
+#[derive(Debug)]
+pub(crate) struct Elapsed;
 
 /// A future polled by its caller which, dropped before it finished, is handed to its runtime
 /// and runs to its end there: a Redis call whose caller stopped waiting (a deadline of the
