@@ -91,8 +91,9 @@ impl LimiterBuilder {
     /// default). The URL's user and password are the master's; sentinels with credentials of
     /// their own take `?sentinel_username=…&sentinel_password=…`. Each connection asks the
     /// sentinels for the master, and the limiter asks them again every 200 ms which master
-    /// they name: once it is another, its connections are dropped and the next check connects
-    /// to the new master (see README "Running in production" for what a failover costs).
+    /// they name: once two asks in a row name another master than a connection reaches, that
+    /// connection is dropped and the next check connects to the new master (see README
+    /// "Running in production" for what a failover costs).
     #[must_use]
     pub fn redis_url(mut self, url: impl AsRef<str>) -> Self {
         self.redis = Some(RedisTarget::Url(url.as_ref().to_owned()));

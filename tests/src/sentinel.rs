@@ -76,7 +76,28 @@ impl TestSentinel {
         deployment
     }
 
+    /// A sentinel, answering: started again on another port when the first exits (a port
+    /// another test took meanwhile).
     fn start_sentinel(&self, master_port: &str) -> (u16, Child) {
+        for _ in 0..5 {
+            let (port, mut child) = self.spawn_sentinel(master_port);
+            let deadline = Instant::now() + STATE_DEADLINE;
+            loop {
+                if crate::ping(SocketAddr::from(([127, 0, 0, 1], port))) {
+                    return (port, child);
+                }
+                if child.try_wait().ok().flatten().is_some() || Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        panic!("no sentinel started in 5 attempts (redis-server --sentinel)");
+    }
+
+    fn spawn_sentinel(&self, master_port: &str) -> (u16, Child) {
         let port = free_port();
         let config = self.directory.join(format!("sentinel-{port}.conf"));
         std::fs::write(

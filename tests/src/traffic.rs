@@ -164,6 +164,27 @@ pub struct Report {
 }
 
 impl Report {
+    /// Against `held`, what the new master holds of each caller's key (in caller order): the
+    /// admissions each caller saw from the store that it does not hold (lost with the old
+    /// master), and how many it holds that no caller saw (calls that ran, answered by the
+    /// policy after a timeout).
+    #[must_use]
+    pub fn lost_against(&self, held: &[u64]) -> (Vec<u64>, u64) {
+        let lost = self
+            .admitted
+            .iter()
+            .zip(held)
+            .map(|(seen, held)| seen.saturating_sub(*held))
+            .collect();
+        let unseen = self
+            .admitted
+            .iter()
+            .zip(held)
+            .map(|(seen, held)| held.saturating_sub(*seen))
+            .sum();
+        (lost, unseen)
+    }
+
     /// The store's admissions each caller saw of checks it began from `from` before the
     /// failover began until `to` after, in caller order.
     #[must_use]

@@ -71,6 +71,12 @@ impl Runtime {
         }
     }
 
+    /// Whether this runtime can shut down, dropping its tasks (a Tokio runtime; smol's global
+    /// executor lives as long as the process).
+    pub(crate) fn shuts_down(&self) -> bool {
+        matches!(self.0, Which::Tokio(_))
+    }
+
     /// Runs `future` as a task of this runtime, detached. On a Tokio runtime that is shutting
     /// down the future is dropped at once; smol's global executor never shuts down.
     pub(crate) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {

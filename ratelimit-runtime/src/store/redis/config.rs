@@ -209,19 +209,37 @@ pub(super) fn parse_sentinel(url: &str) -> Result<Option<SentinelSettings>, Conf
     };
     let mut sentinels = Vec::new();
     for host in hosts.split(',') {
-        let (name, port) = match host.rsplit_once(':') {
-            // An IPv6 address without a port: `[::1]`.
-            Some((name, port)) if !port.ends_with(']') => {
-                let port = port
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|&port| port != 0)
-                    .ok_or_else(|| bad("a sentinel's port must be a number from 1 to 65535"))?;
+        // `name`, `name:port`, `[v6]` or `[v6]:port`.
+        let (name, port) = match host.strip_prefix('[') {
+            Some(bracketed) => {
+                let (name, rest) = bracketed
+                    .split_once(']')
+                    .ok_or_else(|| bad("an IPv6 address opened with [ is closed with ]"))?;
+                let port = match rest {
+                    "" => None,
+                    rest => Some(rest.strip_prefix(':').ok_or_else(|| {
+                        bad("after an IPv6 address in brackets comes :port, or nothing")
+                    })?),
+                };
                 (name, port)
             }
-            _ => (host, SENTINEL_PORT),
+            None => match host.split_once(':') {
+                Some((_, rest)) if rest.contains(':') => {
+                    return Err(bad("an IPv6 address goes in brackets: [::1]:26379"));
+                }
+                Some((name, port)) => (name, Some(port)),
+                None => (host, None),
+            },
         };
-        let name = name.trim_start_matches('[').trim_end_matches(']');
+        let port = match port {
+            None => SENTINEL_PORT,
+            Some(port) => port
+                .parse::<u16>()
+                .ok()
+                .filter(|&port| port != 0)
+                .filter(|_| port.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(|| bad("a sentinel's port must be a number from 1 to 65535"))?,
+        };
         if name.is_empty() {
             return Err(bad(
                 "a Sentinel URL needs at least one host, and no empty one",
@@ -241,7 +259,7 @@ pub(super) fn parse_sentinel(url: &str) -> Result<Option<SentinelSettings>, Conf
         Some(db) => db
             .parse::<i64>()
             .ok()
-            .filter(|&db| db >= 0)
+            .filter(|_| db.bytes().all(|b| b.is_ascii_digit()))
             .ok_or_else(|| bad("the database after the master's name must be a number"))?,
     };
     if segments.next().is_some() {
@@ -338,6 +356,11 @@ mod tests {
                 "query parameters",
             ),
             ("redis+sentinel://u:%ff@h/m", "not UTF-8"),
+            ("redis+sentinel://u:s3cr3t@::1/m", "in brackets"),
+            ("redis+sentinel://u:s3cr3t@[::1/m", "closed with ]"),
+            ("redis+sentinel://u:s3cr3t@[::1]x/m", "comes :port"),
+            ("redis+sentinel://u:s3cr3t@h:+5/m", "port"),
+            ("redis+sentinel://u:s3cr3t@h/m/+3", "must be a number"),
         ] {
             let Err(error) = parse_sentinel(url) else {
                 panic!("{url} was accepted");

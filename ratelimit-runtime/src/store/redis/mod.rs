@@ -392,8 +392,12 @@ impl RedisStore {
                     }
                     self.store_error(err)
                 })?;
+        // Only what the call recorded needs its replicas: a denial stands as the master gave
+        // it.
         match (acknowledged, self.replica_wait) {
-            (Some(acknowledged), Some((wanted, _))) if acknowledged < u64::from(wanted) => {
+            (Some(acknowledged), Some((wanted, _)))
+                if acknowledged < u64::from(wanted) && call.recorded(&reply) =>
+            {
                 Err(StoreError::NotReplicated {
                     acknowledged,
                     wanted,
@@ -436,6 +440,11 @@ impl RedisStore {
     /// This runtime's connection, made now if it has none.
     async fn connection(&self, runtime: &Runtime) -> Result<Connection, StoreError> {
         let id = runtime.id();
+        if let Some(claim) = self.target.watch_claim() {
+            // A Sentinel deployment's watch, started (again, when its runtime shut down).
+            let connections = Arc::downgrade(&self.connections);
+            runtime.spawn(watch_master(claim, connections, self.timeout));
+        }
         if let Some(connection) = self.cached(id) {
             return Ok(connection);
         }
@@ -445,20 +454,16 @@ impl RedisStore {
         }
         let connection = self
             .target
-            .connect(self.timeout)
+            .connect(self.timeout, id)
             .await
             .map_err(|err| self.store_error(err))?;
         let watched = self
             .write_connections()
             .insert(id, Some(connection.clone()))
             .is_some();
-        if !watched {
+        if !watched && runtime.shuts_down() {
             // Once per runtime: the entry stays (without a connection) when one is forgotten.
             runtime.spawn(forget_on_shutdown(id, Arc::downgrade(&self.connections)));
-        }
-        if let Some(claim) = self.target.watch_claim() {
-            let connections = Arc::downgrade(&self.connections);
-            runtime.spawn(watch_master(claim, connections, self.timeout));
         }
         Ok(connection)
     }
@@ -513,21 +518,25 @@ type Connections = HashMap<RuntimeId, Option<Connection>>;
 /// they name, and forgets every runtime's connection once it is not the one they reach. Ends
 /// with the store, or with its runtime (the next connection starts another).
 async fn watch_master(claim: WatchClaim, connections: Weak<RwLock<Connections>>, limit: Duration) {
-    let mut sentinel = None;
+    let (mut sentinel, mut previous) = (None, None);
     loop {
         crate::runtime::sleep(sentinel::INTERVAL).await;
         if connections.strong_count() == 0 {
             return;
         }
-        if claim.master_changed(&mut sentinel, limit).await {
-            let Some(connections) = connections.upgrade() else {
-                return;
-            };
-            let mut connections = connections.write().unwrap_or_else(PoisonError::into_inner);
-            tracing::debug!("the sentinels name another master: its connections are dropped");
-            connections
-                .values_mut()
-                .for_each(|connection| *connection = None);
+        let stale = claim.stale(&mut sentinel, &mut previous, limit).await;
+        if stale.is_empty() {
+            continue;
+        }
+        let Some(connections) = connections.upgrade() else {
+            return;
+        };
+        let mut connections = connections.write().unwrap_or_else(PoisonError::into_inner);
+        tracing::debug!("the sentinels name another master: its connections are dropped");
+        for id in stale {
+            if let Some(connection) = connections.get_mut(&id) {
+                *connection = None;
+            }
         }
     }
 }

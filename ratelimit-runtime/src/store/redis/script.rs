@@ -139,6 +139,18 @@ impl Call<'_> {
         )
     }
 
+    /// Whether `reply`, this call's, says it recorded something: an admission (the scripts'
+    /// first field is 1), or any refund.
+    pub(super) fn recorded(&self, reply: &[i64]) -> bool {
+        match self {
+            Call::One { .. } | Call::Several { .. } | Call::Counter { .. } => {
+                reply.first() == Some(&1)
+            }
+            Call::Refund { .. } => true,
+            Call::Peek { .. } | Call::Reset { .. } => false,
+        }
+    }
+
     fn script(&self) -> (&'static redis::Script, &'static str) {
         match self {
             Call::One { .. } => (&SLIDING_WINDOW, SOURCE),
@@ -339,15 +351,30 @@ async fn exchange(
     let Some((replicas, limit)) = wait else {
         return connection.query(&command).await.map(|reply| (reply, None));
     };
-    let millis = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1);
+    // Whole milliseconds, rounded up (`WAIT 0` would wait for ever).
+    let millis = u64::try_from(limit.as_micros().div_ceil(1_000))
+        .unwrap_or(u64::MAX)
+        .max(1);
     let mut pipeline = redis::pipe();
     pipeline
         .add_command(command)
         .cmd("WAIT")
         .arg(replicas)
         .arg(millis);
-    let (reply, acknowledged): (Vec<i64>, u64) = connection.query_pipeline(&pipeline).await?;
+    let (reply, acknowledged): (Vec<i64>, u64) = connection
+        .query_pipeline(&pipeline)
+        .await
+        .map_err(first_failure)?;
     Ok((reply, Some(acknowledged)))
+}
+
+/// A pipeline's error as the error of its first command that failed (the script's, whose
+/// code and detail tell a key's fault from the server's), else as it came.
+fn first_failure(error: redis::RedisError) -> redis::RedisError {
+    match error.clone().into_server_errors() {
+        Some(failures) if !failures.is_empty() => redis::RedisError::from(failures[0].1.clone()),
+        _ => error,
+    }
 }
 
 /// Turns `peek.lua`'s reply `{count, retry_after_us, reset_after_us}` into the [`Decision`] of

@@ -8,9 +8,12 @@
 //! old one drops when it becomes a replica. redis-rs's Sentinel client names the master only
 //! when it connects. So a store on a Sentinel deployment asks the sentinels which master they
 //! name every [`INTERVAL`] (`SENTINEL GET-MASTER-ADDR-BY-NAME`, on a connection kept to the
-//! first sentinel that answers), and drops its connections as soon as the answer is not the
-//! master they were made to: the next check connects to the new master.
+//! first sentinel that answers), and drops each runtime's connection once two answers in a
+//! row name another master than the one it was made to: the next check connects to the new
+//! master. (Two, so that a sentinel that is ahead of the one the connection asked does not
+//! make the connections go back and forth.)
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -18,7 +21,10 @@ use std::time::Duration;
 use redis::ConnectionAddr;
 use redis::aio::MultiplexedConnection;
 
-use crate::runtime::timeout;
+use crate::runtime::{RuntimeId, timeout};
+
+/// A master's host and port.
+type Address = (String, u16);
 
 /// How often the sentinels are asked which master they name.
 pub(crate) const INTERVAL: Duration = Duration::from_millis(200);
@@ -33,8 +39,8 @@ struct Watched {
     sentinels: Vec<redis::Client>,
     /// The name the sentinels know the master by.
     master: String,
-    /// The master the store's connections were made to: host and port.
-    connected: Mutex<Option<(String, u16)>>,
+    /// The master each runtime's connection was made to.
+    connected: Mutex<HashMap<RuntimeId, Address>>,
     /// Set while a watch runs.
     watching: AtomicBool,
 }
@@ -56,59 +62,69 @@ impl MasterWatch {
             inner: Arc::new(Watched {
                 sentinels,
                 master: master.to_owned(),
-                connected: Mutex::new(None),
+                connected: Mutex::new(HashMap::new()),
                 watching: AtomicBool::new(false),
             }),
         }
     }
 
-    /// The store's connections now reach the master at `address`.
-    pub(crate) fn connected_to(&self, address: &ConnectionAddr) {
-        let address = match address {
+    /// Runtime `id`'s connection now reaches the master at `address`.
+    pub(crate) fn connected_to(&self, id: RuntimeId, address: &ConnectionAddr) {
+        let mut connected = self.inner.connected();
+        match address {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-                Some((host.clone(), *port))
+                connected.insert(id, (host.clone(), *port));
             }
-            _ => None,
-        };
-        *self.connected() = address;
+            _ => {
+                connected.remove(&id);
+            }
+        }
     }
 
-    /// The one watch of this store, unless one runs.
+    /// The one watch of this store, unless one runs (a load first: this is asked on every
+    /// check, so that a watch whose runtime shut down is replaced).
     pub(crate) fn claim(&self) -> Option<WatchClaim> {
-        (!self.inner.watching.swap(true, Ordering::AcqRel))
+        let watching = &self.inner.watching;
+        (!watching.load(Ordering::Acquire) && !watching.swap(true, Ordering::AcqRel))
             .then(|| WatchClaim(Arc::clone(&self.inner)))
     }
+}
 
-    fn connected(&self) -> std::sync::MutexGuard<'_, Option<(String, u16)>> {
-        self.inner
-            .connected
+impl Watched {
+    fn connected(&self) -> std::sync::MutexGuard<'_, HashMap<RuntimeId, Address>> {
+        self.connected
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl WatchClaim {
-    /// Asks the sentinels (each within `limit`) which master they name; `true` when it is not
-    /// the one the store's connections reach (which is then forgotten: the connections are
-    /// to be dropped). No sentinel answering says nothing.
-    pub(crate) async fn master_changed(
+    /// Asks the sentinels (each within `limit`) which master they name; returns the runtimes
+    /// whose connection reaches another one, when `previous` (the last ask's answer) named
+    /// the same (they are then forgotten: their connections are to be dropped). No sentinel
+    /// answering says nothing.
+    pub(crate) async fn stale(
         &self,
         connection: &mut Option<MultiplexedConnection>,
+        previous: &mut Option<Address>,
         limit: Duration,
-    ) -> bool {
-        let Some(named) = self.named(connection, limit).await else {
-            return false;
+    ) -> Vec<RuntimeId> {
+        let named = self.named(connection, limit).await;
+        let confirmed = named.is_some() && named == *previous;
+        *previous = named;
+        let Some(named) = previous.as_ref().filter(|_| confirmed) else {
+            return Vec::new();
         };
-        let mut connected = self
-            .0
-            .connected
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if connected.as_ref().is_some_and(|current| *current != named) {
-            *connected = None;
-            return true;
+        let mut connected = self.0.connected();
+        let stale: Vec<RuntimeId> = connected
+            .iter()
+            .filter(|(_, address)| *address != named)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &stale {
+            connected.remove(id);
         }
-        false
+        stale
     }
 
     /// The master the first sentinel that answers names, on `connection` (kept between
@@ -117,7 +133,7 @@ impl WatchClaim {
         &self,
         connection: &mut Option<MultiplexedConnection>,
         limit: Duration,
-    ) -> Option<(String, u16)> {
+    ) -> Option<Address> {
         let mut command = redis::cmd("SENTINEL");
         command.arg("GET-MASTER-ADDR-BY-NAME").arg(&self.0.master);
         if let Some(open) = connection {

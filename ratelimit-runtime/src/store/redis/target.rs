@@ -13,6 +13,7 @@ use super::config::{
     ConfigError, SentinelSettings, TlsSettings, check_tls, check_url, parse_sentinel, unusable,
 };
 use super::sentinel::{MasterWatch, WatchClaim};
+use crate::runtime::RuntimeId;
 
 /// A Sentinel deployment: the client that asks the sentinels for the master (it caches its
 /// connections to them, hence the lock, held only while connecting, which the store does one
@@ -69,7 +70,7 @@ impl Target {
         if settings.secure {
             ensure_crypto_provider();
         }
-        let sentinels = settings.sentinels.iter().map(|(host, port)| {
+        let address = |host: &String, port: &u16| {
             if settings.secure {
                 ConnectionAddr::TcpTls {
                     host: host.clone(),
@@ -80,7 +81,11 @@ impl Target {
             } else {
                 ConnectionAddr::Tcp(host.clone(), *port)
             }
-        });
+        };
+        let sentinels = settings
+            .sentinels
+            .iter()
+            .map(|(host, port)| address(host, port));
         let mut builder =
             SentinelClientBuilder::new(sentinels, &settings.master, SentinelServerType::Master)
                 .map_err(|error| unusable(&error))?
@@ -108,16 +113,7 @@ impl Target {
         let client = builder.build().map_err(|error| unusable(&error))?;
         let mut watchers = Vec::new();
         for (host, port) in &settings.sentinels {
-            let address = if settings.secure {
-                ConnectionAddr::TcpTls {
-                    host: host.clone(),
-                    port: *port,
-                    insecure: false,
-                    tls_params: None,
-                }
-            } else {
-                ConnectionAddr::Tcp(host.clone(), *port)
-            };
+            let address = address(host, port);
             let mut auth = redis::RedisConnectionInfo::default();
             if let Some(username) = &settings.sentinel_username {
                 auth = auth.set_username(username);
@@ -195,8 +191,12 @@ impl Target {
             .map_err(|error| unusable(&error))
     }
 
-    /// Connects, within `timeout` for each step.
-    pub(crate) async fn connect(&self, timeout: Duration) -> RedisResult<Connection> {
+    /// Connects, within `timeout` for each step, for the runtime `id`.
+    pub(crate) async fn connect(
+        &self,
+        timeout: Duration,
+        id: RuntimeId,
+    ) -> RedisResult<Connection> {
         // One attempt per check: retrying inside a check (with backoff) would spend the whole
         // timeout on a refused connection and report a timeout instead of the refusal. The
         // next check (or the manager, after a dropped connection) tries again.
@@ -216,7 +216,7 @@ impl Target {
                 let master = sentinel.client.lock().await.async_get_client().await?;
                 let address = master.get_connection_info().addr().clone();
                 let connection = ConnectionManager::new_with_config(master, config).await?;
-                sentinel.watch.connected_to(&address);
+                sentinel.watch.connected_to(id, &address);
                 Ok(Connection::Single(connection))
             }
             Target::Cluster(client) => client
