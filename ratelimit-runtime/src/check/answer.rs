@@ -103,11 +103,12 @@ impl Shared {
         }
     }
 
-    /// The deny cache's denial of a check of `limit` at `at` (see
-    /// [`deny_cache_for`](Shared::deny_cache_for)), counted among its answers when `count`;
-    /// else the ticket the store's answer settles (`None`: no cache, or a check it neither
-    /// answers nor hears of; a check at an explicit time gets one that drops the key's
-    /// entries).
+    /// The deny cache's denial of a check of `limit` at `at` (as
+    /// [`time_of`](Shared::time_of) gave it: the manual clock's time, read on the cache as
+    /// well; `None`: the cache's monotonic clock), counted among its answers when `count`;
+    /// else the ticket the store's answer settles (`None`: no cache, or a check of another
+    /// cost than 1, which it neither answers nor hears of; a check at an explicit time gets one
+    /// that drops the key's entries).
     #[inline]
     pub(super) fn cached_denial(
         &self,
@@ -123,9 +124,10 @@ impl Shared {
         if explicit {
             return Err(Some(cache.explicit(limit.key)));
         }
-        let Some((cache, now)) = self.deny_cache_for(limit.cost, at, explicit) else {
+        if limit.cost != 1 {
             return Err(None);
-        };
+        }
+        let now = at.unwrap_or_else(|| cache.now());
         match cache.lookup(limit.key, limit.rate, now, count) {
             Lookup::Denied(decision) => {
                 if count {

@@ -75,24 +75,6 @@ impl Shared {
         }
     }
 
-    /// The deny cache, for a check of `cost` at `at` as [`time_of`](Shared::time_of) gave it
-    /// (`explicit`: the caller's own time, which skips the cache), with the cache's time of the
-    /// check: the manual clock's, else the cache's monotonic clock. `None`: no cache, or a
-    /// check it does not answer.
-    #[inline]
-    pub(crate) fn deny_cache_for(
-        &self,
-        cost: u32,
-        at: Option<u64>,
-        explicit: bool,
-    ) -> Option<(&DenyCache, u64)> {
-        let cache = self.deny_cache.as_ref()?;
-        if cost != 1 || explicit {
-            return None;
-        }
-        Some((cache, at.unwrap_or_else(|| cache.now())))
-    }
-
     /// Drops the deny cache's entries of `keys`, once their windows changed (a reset, a
     /// refund).
     pub(crate) fn forget_denials<'k>(&self, keys: impl IntoIterator<Item = &'k str>) {
