@@ -29,6 +29,7 @@ pub(super) fn check_url(url: &str, cluster: bool) -> Result<bool, ConfigError> {
     let Some((scheme, _)) = url.split_once("://") else {
         return Err(format!("a Redis URL needs a scheme ({EXPECTED})").into());
     };
+    reject_fragment(url)?;
     let secure = match scheme {
         "redis" => false,
         "rediss" => true,
@@ -68,6 +69,21 @@ pub(super) fn check_url(url: &str, cluster: bool) -> Result<bool, ConfigError> {
         );
     }
     Ok(secure)
+}
+
+/// Turns away a URL with a `#fragment`: redis-rs reads `#insecure` as "skip the server's
+/// certificate checks" (where a crate of the build enables its insecure TLS feature; else
+/// every connection fails), which a limiter never does silently.
+fn reject_fragment(url: &str) -> Result<(), ConfigError> {
+    if url.contains('#') {
+        return Err(
+            "a Redis URL takes no #fragment: #insecure (no certificate checks) is not \
+                    supported, trust a private CA with tls_ca_certificate instead; a # in a \
+                    password is written %23"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 pub(super) fn check_tls(secure: bool, tls: &TlsSettings) -> Result<(), ConfigError> {
@@ -186,6 +202,7 @@ pub(super) fn parse_sentinel(url: &str) -> Result<Option<SentinelSettings>, Conf
         Some(("rediss+sentinel", rest)) => (true, rest),
         _ => return Ok(None),
     };
+    reject_fragment(url)?;
     if secure && !cfg!(feature = "tls") {
         return Err(
             "rediss+sentinel:// (Redis Sentinel over TLS) needs the `tls` feature of \
@@ -310,6 +327,24 @@ fn non_empty(text: String) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_that_weakens_tls_is_a_build_error() {
+        for url in [
+            "rediss://127.0.0.1:6379/#insecure",
+            "rediss://127.0.0.1:6379#insecure",
+            "redis://127.0.0.1:6379/#insecure",
+            "rediss+sentinel://127.0.0.1/mymaster#insecure",
+        ] {
+            let error = match parse_sentinel(url) {
+                Err(error) => error,
+                Ok(Some(_)) => panic!("{url} passed"),
+                Ok(None) => check_url(url, false).expect_err(url),
+            };
+            assert!(error.contains("#insecure"), "{url}: {error}");
+            assert!(check_url(url, true).is_err(), "{url} in a cluster");
+        }
+    }
 
     #[test]
     fn parses_sentinel_urls() {
