@@ -100,7 +100,7 @@ impl Shared {
             let outcome = call.await;
             shared.settle(outcome.as_ref().err(), || part, probe);
             if let Some(end) = unanswered {
-                std::mem::forget(end);
+                end.disarm();
             }
             outcome
         };
@@ -149,19 +149,36 @@ impl Shared {
     }
 }
 
-/// Ends the probe of a breaker part when dropped (`mem::forget` it once the probe was
-/// answered).
-pub(super) struct EndProbe(Arc<Shared>, usize);
+/// Ends the probe of a breaker part when dropped unanswered; [`disarm`](EndProbe::disarm) it
+/// once the probe was answered (it still lets go of the shared state then: a guard that was
+/// forgotten instead kept a dropped limiter's state, its deny cache and its Sentinel watch,
+/// alive for good).
+pub(super) struct EndProbe {
+    shared: Arc<Shared>,
+    part: usize,
+    armed: bool,
+}
 
 impl EndProbe {
     /// Ends the probe of `part` of `shared`'s breakers when dropped.
     pub(super) fn new(shared: Arc<Shared>, part: usize) -> EndProbe {
-        EndProbe(shared, part)
+        EndProbe {
+            shared,
+            part,
+            armed: true,
+        }
+    }
+
+    /// The probe was answered (and settled): dropping the guard ends nothing.
+    pub(super) fn disarm(mut self) {
+        self.armed = false;
     }
 }
 
 impl Drop for EndProbe {
     fn drop(&mut self) {
-        self.0.health.end_probe(self.1);
+        if self.armed {
+            self.shared.health.end_probe(self.part);
+        }
     }
 }
