@@ -337,28 +337,56 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// `false` for an error that concerns one key only (a key holding another type of value,
-    /// or values the script cannot use, written by someone else under the prefix), and for a
-    /// check made outside a runtime: not an outage of the store.
+    /// Whether the error says that the store (or its part) cannot answer anyone now, which
+    /// opens its circuit breaker: it could not be reached, or did not answer in time (I/O,
+    /// connection, timeout, refused credentials), or answered that it serves no key now
+    /// (`LOADING`, `BUSY`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`; `READONLY` from a demoted
+    /// master, whose connection is dropped so that the next one finds the new master). Any other error
+    /// reply concerns this call alone (`OOM`, a missing ACL permission, a key of another
+    /// type): that call gets the policy's answer and the others still go to the store. A
+    /// breaker opened by one key's `OOM` would answer every key by the policy, the full ones
+    /// included, while an attacker's new keys fill the memory. Nor is a check made outside a
+    /// runtime an outage.
     pub(crate) fn is_outage(&self) -> bool {
         match self {
             StoreError::NoRuntime => false,
-            // A key another application wrote under the prefix: another type, or scores the
-            // script cannot compute with. Any other error (READONLY, a missing ACL permission,
-            // even raised inside the script) concerns every key.
             StoreError::Redis(error) => {
-                let foreign_value = error.code() == Some("WRONGTYPE")
-                    || (error.code() == Some("ERR")
-                        && error.detail().is_some_and(|detail| {
-                            detail.contains("@user_script")
-                                && (detail.contains("not an integer")
-                                    || detail.contains("not a valid float")
-                                    || detail.contains("out of range"))
-                        }));
-                !foreign_value
+                use redis::{ErrorKind, ServerErrorKind};
+                match error.kind() {
+                    ErrorKind::Server(
+                        ServerErrorKind::BusyLoading
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::ReadOnly,
+                    ) => true,
+                    ErrorKind::Server(_) => false,
+                    // A script running too long; a connection whose credentials the server
+                    // refuses (every call on it fails alike).
+                    ErrorKind::Extension => {
+                        matches!(error.code(), Some("BUSY" | "WRONGPASS" | "NOAUTH"))
+                    }
+                    _ => true,
+                }
             }
             _ => true,
         }
+    }
+
+    /// Whether the error is a key holding a value the scripts cannot use: another type, or
+    /// scores they cannot compute with (another application writes under the prefix).
+    pub(crate) fn is_foreign_value(&self) -> bool {
+        let StoreError::Redis(error) = self else {
+            return false;
+        };
+        error.code() == Some("WRONGTYPE")
+            || (error.code() == Some("ERR")
+                && error.detail().is_some_and(|detail| {
+                    detail.contains("@user_script")
+                        && (detail.contains("not an integer")
+                            || detail.contains("not a valid float")
+                            || detail.contains("out of range"))
+                }))
     }
 }
 

@@ -524,10 +524,12 @@ async fn a_demoted_primary_is_an_outage_and_its_connection_is_dropped() {
     .await;
 }
 
-/// An ACL user without a command the script runs (here `PEXPIRE`, `PTTL`) fails every key
-/// alike: an outage, not one key's problem.
+/// An ACL user without a command the script runs (here `PEXPIRE`, `PTTL`): Redis answers,
+/// with an error, so each such check gets the policy's answer (here `Closed`'s error), and
+/// the breaker stays closed (an error reply concerns its call, never the store: see
+/// `exact_under_faults.rs` for `OOM`).
 #[tokio::test]
-async fn a_missing_acl_permission_is_an_outage() {
+async fn a_missing_acl_permission_is_answered_by_the_policy_without_opening_the_breaker() {
     let redis = TestRedis::start_private();
     let () = redis::cmd("ACL")
         .arg(&[
@@ -553,5 +555,12 @@ async fn a_missing_acl_permission_is_an_outage() {
         error.to_string().contains("can't run this command"),
         "{error}"
     );
-    assert!(limiter.is_degraded());
+    assert!(!limiter.is_degraded());
+    // The next check goes to Redis again, and is refused again.
+    let again = limiter.check("k", rate()).await.unwrap_err();
+    assert!(
+        again.to_string().contains("can't run this command"),
+        "{again}"
+    );
+    assert_eq!(limiter.policy_answers(), 2);
 }

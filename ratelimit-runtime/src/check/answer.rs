@@ -184,13 +184,17 @@ impl Shared {
         error: StoreError,
     ) -> Result<Decision, RateLimitError> {
         let policy = self.answering_policy();
-        if !matches!(error, StoreError::NoRuntime)
+        // One bad key, or one refused call, is not an outage: other keys keep their store,
+        // and the logs stay quiet about recoveries that are not (each is told once).
+        if error.is_foreign_value() {
+            if !self.foreign_key_seen.swap(true, Ordering::Relaxed) {
+                tracing::warn!(%error, ?policy, "a rate limit key holds a value the script cannot use (not a sorted set of times: another application writes under this prefix?); its checks are answered by the failure policy");
+            }
+        } else if !matches!(error, StoreError::NoRuntime)
             && !error.is_outage()
-            // One bad key is not an outage: other keys keep their store, and the logs stay
-            // quiet about recoveries that are not.
-            && !self.foreign_key_seen.swap(true, Ordering::Relaxed)
+            && !self.refusal_seen.swap(true, Ordering::Relaxed)
         {
-            tracing::warn!(%error, ?policy, "a rate limit key holds a value the script cannot use (not a sorted set of times: another application writes under this prefix?); its checks are answered by the failure policy");
+            tracing::warn!(%error, ?policy, "Redis refused a rate limit check (out of memory? a missing ACL permission?): such checks are answered by the failure policy, the others still go to Redis");
         }
         self.health.answered_by_policy();
         telemetry::policy_answered(scope, limit.key, &error, policy);

@@ -21,6 +21,9 @@ pub(crate) struct Shared {
     pub(crate) health: Health,
     /// Set once a key was found holding something other than a sorted set (logged once).
     pub(crate) foreign_key_seen: AtomicBool,
+    /// Set once Redis refused a check with an error reply that is not an outage (`OOM`,
+    /// `NOPERM`; logged once).
+    pub(crate) refusal_seen: AtomicBool,
     /// The clock every check without an explicit time is checked at; `None`: the wall clock
     /// (in process) or the Redis server's.
     pub(crate) clock: Option<ManualClock>,
@@ -48,6 +51,7 @@ impl Shared {
             policy,
             fallback,
             foreign_key_seen: AtomicBool::new(false),
+            refusal_seen: AtomicBool::new(false),
             clock,
             shadow,
             deny_cache,
