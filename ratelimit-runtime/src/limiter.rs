@@ -417,7 +417,11 @@ impl Limiter {
     /// the [`FailurePolicy`] answers for its limits: `Open` admits there, `Local` checks them
     /// in the in-process fallback, `Closed` fails the check (at once, sending nothing, when the
     /// part's breaker is open), refunding the other parts' records. A call to a part that
-    /// timed out may still run there: it is refunded in the background.
+    /// timed out may still run there: its sliding window logs are refunded in the background
+    /// (by the members that name it, so only if it ran); its sliding window counters are not
+    /// (a counter keeps no member to prove that the call counted), so its cost may stay
+    /// counted there until its windows end: a counter may deny more after a timeout, never
+    /// admit more.
     ///
     /// # Errors
     ///
@@ -575,6 +579,49 @@ mod tests {
         else {
             panic!("expected an immediate `Unavailable` answer");
         };
+    }
+
+    /// A limiter whose checks probed its store's open breaker is freed once dropped: an
+    /// answered probe's guard used to be forgotten, and with it a strong reference to the
+    /// limiter's state (its deny cache, its connections) for the life of the process.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_limiter_that_probed_an_outage_is_freed_when_dropped() {
+        // Nobody listens there: every call fails at once, and opens the breaker.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .unwrap()
+            .port();
+        let limiter = Limiter::builder()
+            .redis_url(format!("redis://127.0.0.1:{port}"))
+            .failure_policy(crate::FailurePolicy::Open)
+            .timeout(Duration::from_secs(2))
+            .build()
+            .await
+            .unwrap();
+        let state = Arc::downgrade(&limiter.shared);
+        let rate = Rate::new(5, Duration::from_secs(60)).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !limiter.is_degraded() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the outage never began"
+            );
+            let _ = limiter.check("k", rate).await;
+        }
+        for _ in 0..3 {
+            // Past the breaker's probe interval: this check is its probe, answered (refused).
+            tokio::time::sleep(crate::health::PROBE_INTERVAL * 2).await;
+            let _ = limiter.check("k", rate).await;
+        }
+        drop(limiter);
+        while state.strong_count() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the dropped limiter's state is still held by {} references",
+                state.strong_count()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     #[test]

@@ -346,6 +346,44 @@ pub async fn wait_for<T>(
     }
 }
 
+/// The scripts `redis` ran so far (`EVALSHA` and `EVAL`, read-only ones included), from
+/// `INFO commandstats`; failed calls (a first `EVALSHA` of a script the server does not hold
+/// yet, a script refused) left out.
+///
+/// # Panics
+///
+/// When the server does not answer `INFO`.
+pub async fn scripts_run(redis: &TestRedis) -> u64 {
+    let mut connection = redis.connection().await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut connection)
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .filter(|line| {
+            [
+                "cmdstat_evalsha:",
+                "cmdstat_eval:",
+                "cmdstat_evalsha_ro:",
+                "cmdstat_eval_ro:",
+            ]
+            .iter()
+            .any(|name| line.starts_with(name))
+        })
+        .map(|line| stat(line, "calls=") - stat(line, "failed_calls="))
+        .sum()
+}
+
+/// The number after `name` in a line of `INFO commandstats` (0 when absent).
+fn stat(line: &str, name: &str) -> u64 {
+    line.split(',')
+        .flat_map(|field| field.split(':'))
+        .find_map(|field| field.strip_prefix(name))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Waits until `limiter` has a working connection: a check of `key` (a rate that never
 /// denies) is answered by Redis, not by the failure policy, and the limiter is not degraded
 /// (with a cluster, an outage ends at the first answer 250 ms after the last failure). The

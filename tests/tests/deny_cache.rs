@@ -14,40 +14,7 @@ use ratelimit_runtime::{
 };
 use tests::cluster::TestCluster;
 use tests::proxy::{Fault, FaultProxy};
-use tests::{TestRedis, at_secs, unique_prefix};
-
-/// The scripts Redis ran so far (`EVALSHA` and `EVAL`, read-only ones included), failed calls
-/// (a first `EVALSHA` of a script the server does not hold yet) left out.
-async fn scripts_run(redis: &TestRedis) -> u64 {
-    let mut connection = redis.connection().await;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut connection)
-        .await
-        .expect("INFO commandstats");
-    info.lines()
-        .filter(|line| {
-            [
-                "cmdstat_evalsha:",
-                "cmdstat_eval:",
-                "cmdstat_evalsha_ro:",
-                "cmdstat_eval_ro:",
-            ]
-            .iter()
-            .any(|name| line.starts_with(name))
-        })
-        .map(|line| stat(line, "calls=") - stat(line, "failed_calls="))
-        .sum()
-}
-
-/// The number after `name` in a line of `INFO commandstats` (0 when absent).
-fn stat(line: &str, name: &str) -> u64 {
-    line.split(',')
-        .flat_map(|field| field.split(':'))
-        .find_map(|field| field.strip_prefix(name))
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(0)
-}
+use tests::{TestRedis, at_secs, scripts_run, unique_prefix};
 
 /// A Redis limiter on `clock` under a fresh prefix, with a timeout no loaded machine reaches.
 async fn limiter(redis_url: &str, name: &str, clock: &ManualClock) -> Limiter {

@@ -430,10 +430,11 @@ impl Shared {
     /// Reserves the call in every part the store is asked of, at once; then one decision from
     /// the parts' outcomes (the policy's answers for the failed parts, the fallback's for
     /// `Local` ones once every other part admitted), and the refunds: of the recorded parts
-    /// when the call is not admitted, and always of the failed parts whose call was sent (a
-    /// call that timed out may still have run, or may run later: a stalled node runs what it
-    /// was sent once it wakes, in order, the refund after it). Returns the decisions, and the
-    /// error the policy answered for, if any.
+    /// when the call is not admitted, and always of the logs of the failed parts whose call
+    /// was sent (a call that timed out may still have run, or may run later: a stalled node
+    /// runs what it was sent once it wakes, in order, the refund after it; a counter's cost,
+    /// which no member names, stays). Returns the decisions, and the error the policy
+    /// answered for, if any.
     async fn reserve(
         self: Arc<Self>,
         owned: Vec<Owned>,
@@ -457,7 +458,7 @@ impl Shared {
                 let outcome = shared.store.check_all(&refs, &admission, at).await;
                 shared.settle(outcome.as_ref().err(), || index, probe);
                 if let Some(end) = unanswered {
-                    std::mem::forget(end);
+                    end.disarm();
                 }
                 outcome
             })
@@ -469,9 +470,10 @@ impl Shared {
         let mut policy_error = None;
         let mut closed = false;
         // Indices into `parts`: recorded (with the check's time there), and failed after
-        // their call was sent (their refund's answer is not used: the policy answered them).
+        // their call was sent, with the limits to refund (their refund's answer is not used:
+        // the policy answered them).
         let mut recorded: Vec<(usize, u64)> = Vec::new();
-        let mut refunds: Vec<(usize, u64)> = Vec::new();
+        let mut refunds: Vec<(usize, Vec<usize>, u64)> = Vec::new();
         let mut local: Vec<usize> = Vec::new();
         let local_at = at.unwrap_or_else(clock::now_us);
         for (index, part) in parts.iter_mut().enumerate() {
@@ -497,14 +499,25 @@ impl Shared {
                 }
                 Err(error) => {
                     // A call that timed out, or whose connection dropped, may have run (or may
-                    // run yet, on a stalled node): refunded. One that could not be sent, or that
-                    // Redis answered with an error, recorded nothing.
-                    let maybe_ran = matches!(
-                        &error,
-                        StoreError::Timeout(_) | StoreError::NotReplicated { .. }
-                    ) || matches!(&error, StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped());
-                    if sent && maybe_ran {
-                        refunds.push((index, at.unwrap_or_else(clock::now_us)));
+                    // run yet, on a stalled node): its logs are refunded, by the members that
+                    // name this admission alone (a refund finds them only if the call ran).
+                    // Its counters are not: a counter keeps no member, so a refund could take
+                    // what other calls added. Its cost stays counted until its windows end,
+                    // which can only deny more. A call the replicas did not acknowledge was
+                    // recorded on the master: every limit of it is refunded. One that could
+                    // not be sent, or that Redis answered with an error, recorded nothing.
+                    let recorded_for_sure = matches!(&error, StoreError::NotReplicated { .. });
+                    let maybe_ran = matches!(&error, StoreError::Timeout(_))
+                        || matches!(&error, StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped());
+                    if sent && (maybe_ran || recorded_for_sure) {
+                        let members: Vec<usize> = members
+                            .iter()
+                            .copied()
+                            .filter(|&i| recorded_for_sure || !limits[i].rate.is_counter())
+                            .collect();
+                        if !members.is_empty() {
+                            refunds.push((index, members, at.unwrap_or_else(clock::now_us)));
+                        }
                     }
                     match self.answering_policy() {
                         FailurePolicy::Open => {
@@ -529,12 +542,8 @@ impl Shared {
         }
         // The failed parts' refunds in the background: their node may be stalled, and waiting
         // on it would double the check's time, for a record the policy's answer never used.
-        for (index, now) in refunds {
-            let owned: Vec<Owned> = parts[index]
-                .members
-                .iter()
-                .map(|&i| owned[i].clone())
-                .collect();
+        for (index, members, now) in refunds {
+            let owned: Vec<Owned> = members.iter().map(|&i| owned[i].clone()).collect();
             let (shared, part) = (Arc::clone(&self), parts[index].part);
             if let Some(runtime) = Runtime::current() {
                 runtime.spawn(async move {

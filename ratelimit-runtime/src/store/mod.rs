@@ -48,7 +48,12 @@
 //! - **Failures**: a store that cannot answer returns a [`StoreError`]; the check path, not the
 //!   store, applies the failure policy. A check that failed may or may not have been recorded
 //!   (a timeout): it is not resent, except where it is known not to have run (`NOSCRIPT`) or
-//!   the store recognises the resend (a closed connection: the same member, counted once).
+//!   the store recognises the resend (a closed connection: the same member, counted once,
+//!   whether the store marked the resend or redis-rs's cluster client made it). Only errors
+//!   that say the store serves nobody now are outages, which open a breaker
+//!   ([`StoreError::is_outage`]): I/O, timeouts, `LOADING`, `BUSY`, `TRYAGAIN`, `CLUSTERDOWN`,
+//!   `MASTERDOWN`, `READONLY`. Any other error reply (`OOM`, `NOPERM`, a key of another type)
+//!   is that call's: it gets the policy's answer, and the next check goes to the store.
 //!
 //! # Parts
 //!
@@ -76,6 +81,16 @@
 //! step that names the admission: a log's members `<admission>.<j>`, as [`Store::refund`]
 //! does for a cluster's reservations; for a counter, the fixed window the check's time falls
 //! in, while it is the key's current or previous one (else the call no longer counts).
+//!
+//! The invariant: **a refund takes back its own admission, at most once, and nothing else.**
+//! A log's refund removes only the members its admission named, so it takes nothing when the
+//! call never ran, and nothing more when sent twice. A counter keeps no member, so its side
+//! is kept by the check path and the connection instead: a counter is refunded only for a
+//! call known to have counted (its answer said admitted, or its replicas did not acknowledge
+//! it), never for one whose outcome is unknown (a timeout, a dropped connection: its cost
+//! stays counted until its windows end, which can only deny more), and its refund is never
+//! resent (by the store, or by redis-rs's cluster client: see `Connection::query_once`), so
+//! a refund whose reply was lost may leave the cost counted, never take it twice.
 
 mod counter;
 pub(crate) mod memory;

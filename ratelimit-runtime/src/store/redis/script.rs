@@ -151,6 +151,15 @@ impl Call<'_> {
         }
     }
 
+    /// Whether the call must never run twice, so is never resent (by this module, or by
+    /// redis-rs's cluster client): a refund that holds a sliding window counter, which takes
+    /// a cost back without a member to tell that it already did. Every other call may be
+    /// resent: the check scripts recognise their own members, a log's refund removes only
+    /// them, a look and a reset change nothing the second time.
+    fn runs_once(&self) -> bool {
+        matches!(self, Call::Refund { limits, .. } if limits.iter().any(|limit| limit.rate.is_counter()))
+    }
+
     fn script(&self) -> (&'static redis::Script, &'static str) {
         match self {
             Call::One { .. } => (&SLIDING_WINDOW, SOURCE),
@@ -315,16 +324,18 @@ pub(super) async fn run(
     // on the same connection (the key's master), in one round trip. It cannot run inside a
     // script.
     let wait = wait.filter(|_| call.records());
+    let once = call.runs_once();
     let evalsha = command(prefix, &call, false, false);
-    let mut result = exchange(connection, evalsha, wait).await;
-    let resent = matches!(&result, Err(err) if err.is_connection_dropped());
+    let mut result = exchange(connection, evalsha, wait, once).await;
+    // A call that must run once fails instead: it may have run.
+    let resent = !once && matches!(&result, Err(err) if err.is_connection_dropped());
     if resent {
         // The connection was found closed (the server's idle timeout, a restart, a load
         // balancer): the call may or may not have reached Redis. The script counts a member
         // once, so the same call is sent once more, on the connection the manager makes again
         // (marked as a resend for the script of several limits, which then looks for it in
         // every limit before counting).
-        result = exchange(connection, command(prefix, &call, false, true), wait).await;
+        result = exchange(connection, command(prefix, &call, false, true), wait, once).await;
     }
     if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
         // The server lost its scripts (restarted, failed over, `SCRIPT FLUSH`), so the call did
@@ -336,20 +347,27 @@ pub(super) async fn run(
         // live masters' keys from recovering after a restart or a failover, and each check
         // that met `NOSCRIPT` would cost a round trip to every master plus two to its own.
         // The other masters reload the script when their own checks meet `NOSCRIPT`.
-        result = exchange(connection, command(prefix, &call, true, resent), wait).await;
+        result = exchange(connection, command(prefix, &call, true, resent), wait, once).await;
     }
     result
 }
 
-/// Sends `command`, then, with `wait` (replicas, time limit), `WAIT` for those replicas in
-/// the same round trip; returns the script's reply, and how many replicas acknowledged.
+/// Sends `command` (`once`: on a connection that never resends it), then, with `wait`
+/// (replicas, time limit), `WAIT` for those replicas in the same round trip; returns the
+/// script's reply, and how many replicas acknowledged.
 async fn exchange(
     connection: &mut Connection,
     command: Cmd,
     wait: Option<(u32, Duration)>,
+    once: bool,
 ) -> RedisResult<(Vec<i64>, Option<u64>)> {
     let Some((replicas, limit)) = wait else {
-        return connection.query(&command).await.map(|reply| (reply, None));
+        let reply = if once {
+            connection.query_once(&command).await
+        } else {
+            connection.query(&command).await
+        };
+        return reply.map(|reply| (reply, None));
     };
     // Whole milliseconds, rounded up (`WAIT 0` would wait for ever).
     let millis = u64::try_from(limit.as_micros().div_ceil(1_000))
@@ -362,7 +380,7 @@ async fn exchange(
         .arg(replicas)
         .arg(millis);
     let (reply, acknowledged): (Vec<i64>, u64) = connection
-        .query_pipeline(&pipeline)
+        .query_pipeline(&pipeline, once)
         .await
         .map_err(first_failure)?;
     Ok((reply, Some(acknowledged)))

@@ -6,11 +6,14 @@
 --              since the Unix epoch. The keys are distinct.
 -- ARGV[1]      the call's admission: its members are ARGV[1] .. '.' .. j for j in 1..cost, in
 --              every limit's set (unique across processes and calls; a refund names them). A
---              call sent twice (a client that resent it after a lost connection) is counted
---              once and answered as admitted.
+--              call sent twice (a client that resent it after a lost connection, marked or
+--              not) is counted once and answered as admitted.
 -- ARGV[2]      now, integer microseconds since the Unix epoch; empty: use this server's TIME.
 -- ARGV[3]      "1" when the client resends the call (it found its connection closed, so the
---              first send may have run); empty otherwise.
+--              first send may have run): its logs are asked for its members before anything
+--              else; empty otherwise, and then only a call that does not fit is asked (a
+--              resend nobody marked, as redis-rs's cluster client makes, fills the logs with
+--              its own first send).
 -- ARGV[3i+1]   limit i's period, integer microseconds (1,000 ..= 3,155,760,000,000,000).
 -- ARGV[3i+2]   limit i's threshold (1 ..= 4,294,967,295).
 -- ARGV[3i+3]   limit i's cost (0 ..= min(threshold, 10,000) for a log, 0 ..= threshold for a
@@ -66,8 +69,9 @@ local windows = {}
 
 -- A resend whose first send ran recorded the call in every limit (one script records in all
 -- or none), but a limit of a short period may have evicted its members since: the call is a
--- resend if any limit still holds its first member. Asked only of a resend.
-if ARGV[3] ~= '' then
+-- resend if any limit still holds its first member. Returns the resend's answer (admitted,
+-- counted once), or nil for a call that did not run before.
+local function resend_reply()
   local ran = false
   local held = {}
   for i = 1, n do
@@ -76,20 +80,22 @@ if ARGV[3] ~= '' then
       ran = ran or held[i]
     end
   end
-  if ran then
-    local reply = {1, now}
-    for i = 1, n do
-      local key = KEYS[i]
-      local period = tonumber(ARGV[3 * i + 1])
-      if is_counter(i) then
-        -- Recorded by the first send: seen with the call, answered without it.
-        local threshold = tonumber(ARGV[3 * i + 2])
-        local _, prev, cur, elapsed, ahead = counter_window(key, period, now)
-        local left = counter_remaining(prev, cur, elapsed, threshold, period)
-        reply[3 * i] = math.max(threshold - left - tonumber(ARGV[3 * i + 3]), 0)
-        reply[3 * i + 1] = 0
-        reply[3 * i + 2] = counter_reset(prev, cur, elapsed, ahead, period)
-      else
+  if not ran then
+    return nil
+  end
+  local reply = {1, now}
+  for i = 1, n do
+    local key = KEYS[i]
+    local period = tonumber(ARGV[3 * i + 1])
+    if is_counter(i) then
+      -- Recorded by the first send: seen with the call, answered without it.
+      local threshold = tonumber(ARGV[3 * i + 2])
+      local _, prev, cur, elapsed, ahead = counter_window(key, period, now)
+      local left = counter_remaining(prev, cur, elapsed, threshold, period)
+      reply[3 * i] = math.max(threshold - left - tonumber(ARGV[3 * i + 3]), 0)
+      reply[3 * i + 1] = 0
+      reply[3 * i + 2] = counter_reset(prev, cur, elapsed, ahead, period)
+    else
       redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
       local count = redis.call('ZCARD', key)
       local reset = 0
@@ -102,8 +108,18 @@ if ARGV[3] ~= '' then
       reply[3 * i] = math.max(count, 0)
       reply[3 * i + 1] = 0
       reply[3 * i + 2] = reset
-      end
     end
+  end
+  return reply
+end
+
+-- Asked first of a call the client marked as a resend. A resend it did not mark (redis-rs's
+-- cluster client resends a call whose connection dropped, as it came) is told apart where it
+-- matters: its members make the logs look full, so it is asked again before a denial.
+local marked = ARGV[3] ~= ''
+if marked then
+  local reply = resend_reply()
+  if reply then
     return reply
   end
 end
@@ -236,6 +252,15 @@ if fits then
     end
   end
   return reply
+end
+
+-- A resend of an admitted call finds it in the logs and stays admitted (not denied, and
+-- charged, by its own first send).
+if not marked and first_costly ~= nil then
+  local resent = resend_reply()
+  if resent then
+    return resent
+  end
 end
 
 reply[1] = 0

@@ -30,7 +30,9 @@ pub(crate) enum Target {
     /// The master of a Sentinel deployment, asked of the sentinels at every connection (after
     /// a failover, the next connection finds the new master), and watched.
     Sentinel(Box<SentinelTarget>),
-    Cluster(ClusterClient),
+    /// A cluster: its client, and one that never resends a call (see
+    /// [`Connection::query_once`]).
+    Cluster(Box<(ClusterClient, ClusterClient)>),
 }
 
 impl Target {
@@ -176,19 +178,24 @@ impl Target {
         // 200 ms apart): redis-rs then asks the cluster for its slot map again, which after a
         // failover names the replica that took the node's slots over. Without the bound it
         // would try the dead node's address for ever, and its slots would never come back.
+        // A call that must not run twice (a counter's refund, which no member makes
+        // idempotent) goes through a second client that never resends: with no retries, a
+        // redirection or a dropped connection fails the call (the refund's cost then stays
+        // counted: the safe side), and the slot map is still refreshed for the next one.
         let attempts = std::num::NonZeroUsize::new(3).unwrap_or(std::num::NonZeroUsize::MIN);
-        let builder = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
-            .connection_timeout(timeout)
-            .response_timeout(timeout)
-            .retries(3)
-            .min_retry_wait(5)
-            .max_retry_wait(50)
-            .max_connection_attempts(attempts);
-        let builder = with_cluster_tls(builder, tls);
-        builder
-            .build()
-            .map(Target::Cluster)
-            .map_err(|error| unusable(&error))
+        let client = |retries: u32| {
+            let builder = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
+                .connection_timeout(timeout)
+                .response_timeout(timeout)
+                .retries(retries)
+                .min_retry_wait(5)
+                .max_retry_wait(50)
+                .max_connection_attempts(attempts);
+            with_cluster_tls(builder, tls)
+                .build()
+                .map_err(|error| unusable(&error))
+        };
+        Ok(Target::Cluster(Box::new((client(3)?, client(0)?))))
     }
 
     /// Connects, within `timeout` for each step, for the runtime `id`.
@@ -219,10 +226,14 @@ impl Target {
                 sentinel.watch.connected_to(id, &address);
                 Ok(Connection::Single(connection))
             }
-            Target::Cluster(client) => client
-                .get_async_connection()
-                .await
-                .map(|connection| Connection::Cluster(Box::new(connection))),
+            Target::Cluster(clients) => {
+                let (routed, once) = futures_util::future::try_join(
+                    clients.0.get_async_connection(),
+                    clients.1.get_async_connection(),
+                )
+                .await?;
+                Ok(Connection::Cluster(Box::new((routed, once))))
+            }
         }
     }
 
@@ -246,7 +257,8 @@ impl Target {
 #[derive(Clone)]
 pub(crate) enum Connection {
     Single(ConnectionManager),
-    Cluster(Box<ClusterConnection>),
+    /// A cluster's connection, and the one of its client that never resends.
+    Cluster(Box<(ClusterConnection, ClusterConnection)>),
 }
 
 impl Connection {
@@ -254,19 +266,34 @@ impl Connection {
     pub(crate) async fn query(&mut self, command: &Cmd) -> RedisResult<Vec<i64>> {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
-            Connection::Cluster(connection) => command.query_async(&mut **connection).await,
+            Connection::Cluster(connections) => command.query_async(&mut connections.0).await,
         }
     }
 
-    /// Sends `pipeline` (routed, in a cluster, to its first key's node) and returns its
-    /// replies.
+    /// Sends `pipeline` (routed, in a cluster, to its first key's node; `once`: as
+    /// [`query_once`](Connection::query_once) sends) and returns its replies.
     pub(crate) async fn query_pipeline<T: redis::FromRedisValue>(
         &mut self,
         pipeline: &redis::Pipeline,
+        once: bool,
     ) -> RedisResult<T> {
         match self {
             Connection::Single(connection) => pipeline.query_async(connection).await,
-            Connection::Cluster(connection) => pipeline.query_async(&mut **connection).await,
+            Connection::Cluster(connections) if once => {
+                pipeline.query_async(&mut connections.1).await
+            }
+            Connection::Cluster(connections) => pipeline.query_async(&mut connections.0).await,
+        }
+    }
+
+    /// Sends `command` as [`query`](Connection::query) does, but never twice: in a cluster,
+    /// on the connection of the client without retries (redis-rs's cluster client resends a
+    /// call whose connection dropped, which may have run). A single server's connection
+    /// never resends by itself.
+    pub(crate) async fn query_once(&mut self, command: &Cmd) -> RedisResult<Vec<i64>> {
+        match self {
+            Connection::Single(connection) => command.query_async(connection).await,
+            Connection::Cluster(connections) => command.query_async(&mut connections.1).await,
         }
     }
 
@@ -280,7 +307,7 @@ impl Connection {
     pub(crate) async fn query_value(&mut self, command: &Cmd) -> RedisResult<redis::Value> {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
-            Connection::Cluster(connection) => command.query_async(&mut **connection).await,
+            Connection::Cluster(connections) => command.query_async(&mut connections.0).await,
         }
     }
 
@@ -292,7 +319,7 @@ impl Connection {
     ) -> RedisResult<redis::Value> {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
-            Connection::Cluster(connection) => connection.route_command(command, routing).await,
+            Connection::Cluster(connections) => connections.0.route_command(command, routing).await,
         }
     }
 
@@ -305,9 +332,10 @@ impl Connection {
         timeout: Duration,
     ) -> Option<Vec<(u16, u16)>> {
         use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-        let Connection::Cluster(connection) = self else {
+        let Connection::Cluster(connections) = self else {
             return None;
         };
+        let connection = &mut connections.0;
         // A random node may be the failed one: ask up to three.
         for _ in 0..3 {
             let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
