@@ -296,7 +296,10 @@ impl ScopeKeys {
                 let key = escape(key);
                 vec![
                     one,
-                    (format!("{STACKED}{scope}*{KEY}{{{key}}}{WINDOW}*"), exemplar),
+                    (
+                        format!("{STACKED}{scope}*{KEY}{{{key}}}{WINDOW}*"),
+                        exemplar,
+                    ),
                 ]
             }
             None => {
@@ -410,25 +413,56 @@ mod tests {
     #[test]
     fn the_layout_escapes_every_free_text_component() {
         let minute = Some(Duration::from_secs(60));
-        assert_eq!(limit_key(Form::One, "app::search", Some("user:42"), None), "app::search/user:42");
-        assert_eq!(limit_key(Form::One, "login", None::<&str>, Some(Duration::from_secs(900))), "login@15m");
-        assert_eq!(limit_key(Form::One, "app::export", Some("42"), Some(HOUR)), "app::export/42@1h");
         assert_eq!(
-            limit_key(Form::Stacked(Some(1)), "app::{{closure}}::f", Some("u"), minute),
+            limit_key(Form::One, "app::search", Some("user:42"), None),
+            "app::search/user:42"
+        );
+        assert_eq!(
+            limit_key(
+                Form::One,
+                "login",
+                None::<&str>,
+                Some(Duration::from_secs(900))
+            ),
+            "login@15m"
+        );
+        assert_eq!(
+            limit_key(Form::One, "app::export", Some("42"), Some(HOUR)),
+            "app::export/42@1h"
+        );
+        assert_eq!(
+            limit_key(
+                Form::Stacked(Some(1)),
+                "app::{{closure}}::f",
+                Some("u"),
+                minute
+            ),
             r"#app::\(\(closure\)\)::f#1/{u}@1m"
         );
         assert_eq!(
             limit_key(Form::Stacked(Some(2)), "app::{{closure}}::f", None, minute),
             r"#{app::\(\(closure\)\)::f}#2@1m"
         );
-        assert_eq!(limit_key(Form::Stacked(None), "api", Some("}x{"), minute), r"#api/{\)x\(}@1m");
-        assert_eq!(limit_key(Form::Stacked(None), "login", None, minute), "#{login}@1m");
+        assert_eq!(
+            limit_key(Form::Stacked(None), "api", Some("}x{"), minute),
+            r"#api/{\)x\(}@1m"
+        );
+        assert_eq!(
+            limit_key(Form::Stacked(None), "login", None, minute),
+            "#{login}@1m"
+        );
         assert_eq!(
             limit_key(Form::One, r"a\b/c@d#e", Some(r"{k}/@#\"), None),
             r"a\\b\/c\@d\#e/\(k\)\/\@\#\\"
         );
-        assert_eq!(several_rates_key(&scoped_key("api", "k"), "1h"), "{api/k}@1h");
-        assert_eq!(several_rates_key(&scoped_key("api", "k"), "1h-2"), "{api/k}@1h-2");
+        assert_eq!(
+            several_rates_key(&scoped_key("api", "k"), "1h"),
+            "{api/k}@1h"
+        );
+        assert_eq!(
+            several_rates_key(&scoped_key("api", "k"), "1h-2"),
+            "{api/k}@1h-2"
+        );
         // The collisions of the layout `<scope>:<key>` are gone.
         assert_ne!(
             limit_key(Form::One, "login", Some("bob:1h"), None),
@@ -451,7 +485,10 @@ mod tests {
             let scoped = scoped_key(scope, key);
             assert_eq!(unscoped(scope, &scoped).as_deref(), Some(key), "{scoped}");
         }
-        assert!(matches!(unscoped("s", "s/plain"), Some(Cow::Borrowed("plain"))));
+        assert!(matches!(
+            unscoped("s", "s/plain"),
+            Some(Cow::Borrowed("plain"))
+        ));
         assert_eq!(unscoped("s", "s"), None);
         assert_eq!(unscoped("s", "#s/{k}@1h"), None);
         assert_eq!(unscoped("s#1", r"s#1/k"), None);
@@ -486,10 +523,22 @@ mod tests {
             assert!(!keyed.matches(stored), "{stored}");
         }
         let named = ScopeKeys::new("login", None);
-        for stored in ["login", "login@15m", "login#swc", "#{login}@1d", "#{login}#2@1d"] {
+        for stored in [
+            "login",
+            "login@15m",
+            "login#swc",
+            "#{login}@1d",
+            "#{login}#2@1d",
+        ] {
             assert!(named.matches(stored), "{stored}");
         }
-        for stored in ["login/alice", "login2", "login:15m", "#login/{x}@1d", "#{login}x@1d"] {
+        for stored in [
+            "login/alice",
+            "login2",
+            "login:15m",
+            "#login/{x}@1d",
+            "#{login}x@1d",
+        ] {
             assert!(!named.matches(stored), "{stored}");
         }
         let globs = |keys: &ScopeKeys| -> Vec<String> {
@@ -499,7 +548,10 @@ mod tests {
             globs(&ScopeKeys::new("a*b", Some("[k]"))),
             [r"a\*b/\[k\][@#]*", r"#a\*b*/{\[k\]}@*"]
         );
-        assert_eq!(globs(&ScopeKeys::new("a{", Some("\\"))), [r"a\\(/\\\\[@#]*", r"#a\\(*/{\\\\}@*"]);
+        assert_eq!(
+            globs(&ScopeKeys::new("a{", Some("\\"))),
+            [r"a\\(/\\\\[@#]*", r"#a\\(*/{\\\\}@*"]
+        );
         assert_eq!(globs(&named), ["login[@#]*", "#{login}*"]);
         // The stacked patterns' keys share the tag of their exemplar, unless it is empty.
         let tags = |keys: &ScopeKeys| -> Vec<Option<String>> {
@@ -525,7 +577,10 @@ mod tests {
             Some((b'*', rest)) => (0..=text.len()).any(|skip| glob_matches(rest, &text[skip..])),
             Some((b'?', rest)) => !text.is_empty() && glob_matches(rest, &text[1..]),
             Some((b'[', rest)) => {
-                let end = rest.iter().position(|&b| b == b']').expect("a closed class");
+                let end = rest
+                    .iter()
+                    .position(|&b| b == b']')
+                    .expect("a closed class");
                 text.split_first().is_some_and(|(first, text)| {
                     rest[..end].contains(first) && glob_matches(&rest[end + 1..], text)
                 })
@@ -602,7 +657,12 @@ mod tests {
             Just(Form::Stacked(None)),
             (1_usize..13).prop_map(|position| Form::Stacked(Some(position))),
         ];
-        let limit = (form, text(), proptest::option::of(text()), proptest::option::of(window))
+        let limit = (
+            form,
+            text(),
+            proptest::option::of(text()),
+            proptest::option::of(window),
+        )
             .prop_map(|(form, scope, key, window)| Stored::Limit {
                 form,
                 scope,
@@ -646,7 +706,12 @@ mod tests {
                 c => Token::Raw(c),
             });
         }
-        let suffix = [Token::Raw('#'), Token::Raw('s'), Token::Raw('w'), Token::Raw('c')];
+        let suffix = [
+            Token::Raw('#'),
+            Token::Raw('s'),
+            Token::Raw('w'),
+            Token::Raw('c'),
+        ];
         let counter = tokens.ends_with(&suffix);
         if counter {
             tokens.truncate(tokens.len() - suffix.len());
@@ -700,8 +765,17 @@ mod tests {
             if raw(rest, '#').is_none() {
                 return Some(None);
             }
-            let digits = rest.iter().take_while(|t| matches!(t, Token::Raw(c) if c.is_ascii_digit())).count();
-            let text: String = rest[..digits].iter().map(|t| match t { Token::Raw(c) => *c, Token::Escaped(c) => *c }).collect();
+            let digits = rest
+                .iter()
+                .take_while(|t| matches!(t, Token::Raw(c) if c.is_ascii_digit()))
+                .count();
+            let text: String = rest[..digits]
+                .iter()
+                .map(|t| match t {
+                    Token::Raw(c) => *c,
+                    Token::Escaped(c) => *c,
+                })
+                .collect();
             *rest = &rest[digits..];
             let position: usize = text.parse().ok()?;
             (position.to_string() == text).then_some(Some(position))
@@ -721,7 +795,12 @@ mod tests {
                 let form = Form::Stacked(position(&mut rest)?);
                 raw(&mut rest, '@')?;
                 let window = Some(window(rest)?);
-                Stored::Limit { form, scope, key: None, window }
+                Stored::Limit {
+                    form,
+                    scope,
+                    key: None,
+                    window,
+                }
             } else {
                 let scope = text(&mut rest, &['#', '/'])?;
                 let form = Form::Stacked(position(&mut rest)?);
@@ -731,7 +810,12 @@ mod tests {
                 raw(&mut rest, '}')?;
                 raw(&mut rest, '@')?;
                 let window = Some(window(rest)?);
-                Stored::Limit { form, scope, key, window }
+                Stored::Limit {
+                    form,
+                    scope,
+                    key,
+                    window,
+                }
             }
         } else {
             let scope = text(&mut rest, &['/', '@'])?;
@@ -744,7 +828,12 @@ mod tests {
                 None if rest.is_empty() => None,
                 None => return None,
             };
-            Stored::Limit { form: Form::One, scope, key, window }
+            Stored::Limit {
+                form: Form::One,
+                scope,
+                key,
+                window,
+            }
         };
         Some((stored, counter))
     }

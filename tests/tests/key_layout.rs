@@ -60,7 +60,10 @@ async fn a_key_with_a_colon_is_not_another_names(limiter: &Limiter) {
     let denied = err.as_denied().expect("a denial");
     assert_eq!((denied.scope(), denied.key()), ("api:v2", Some("alice")));
 
-    assert_eq!(limiter.reset_scope("api", Some("v2:alice")).await.ok(), Some(1));
+    assert_eq!(
+        limiter.reset_scope("api", Some("v2:alice")).await.ok(),
+        Some(1)
+    );
     assert!(api(limiter, "v2:alice").await.is_ok());
     assert!(api_v2(limiter, "alice").await.is_err());
 }
