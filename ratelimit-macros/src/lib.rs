@@ -88,10 +88,12 @@ use proc_macro::TokenStream;
 /// non-`async` function is refused.
 ///
 /// The counter is named by the scope (see [`name`](#name)) and the optional [`key`](#key): in
-/// Redis it is the sorted set `<prefix><scope>`, or `<prefix><scope>:<key>` with a `key`
-/// (`prefix` is the limiter's key prefix, `"ratelimit:"` by default). `rate = expr` adds the
-/// window, and stacked attributes have a layout of their own (see
-/// [Stacked limits](#stacked-limits)).
+/// Redis it is the sorted set `<prefix><scope>`, or `<prefix><scope>/<key>` with a `key`
+/// (`prefix` is the limiter's key prefix, `"ratelimit:"` by default), the scope and the key
+/// each escaped: a `\`, `/`, `@`, `#`, `{` or `}` in them is written behind a backslash (a
+/// brace as `\(`, `\)`), so that no key value reaches another scope's log (the README's "Key
+/// layout"). `rate = expr` adds the window, `@<window>`, and stacked attributes have a layout
+/// of their own (see [Stacked limits](#stacked-limits)).
 ///
 /// # `period`
 ///
@@ -136,9 +138,8 @@ use proc_macro::TokenStream;
 /// compiler changes: the default comes from `std::any::type_name`, whose output Rust does not
 /// promise to keep. The default is the path of the function's code, so a trait's default method
 /// is one scope for every implementor (give it a `key` that tells them apart), and so are
-/// functions in `const _: () = { ... }` blocks of one module. A `name` with a `:` can meet a
-/// keyed scope (`name = "a:b"` and `name = "a", key = "b"` are one key): prefer names without
-/// one when a `key` is used beside them.
+/// functions in `const _: () = { ... }` blocks of one module. A `name` and a key never meet
+/// another's (`name = "a:b"` and `name = "a", key = "b"` are two logs).
 ///
 /// # `rate`
 ///
@@ -146,8 +147,8 @@ use proc_macro::TokenStream;
 /// before the body, for a rate chosen per caller (a plan's tier, configuration, a database):
 /// `rate = plan.rate()`. Rates that differ only in threshold share the key's log (a lowered
 /// threshold denies until the count drops below it); the period is part of the key, so a rate
-/// of another period counts in a log of its own (`<scope>:<key>:<window>`, such as
-/// `app::search:42:1h`), and never evicts a longer period's entries. A panic in the
+/// of another period counts in a log of its own (`<scope>/<key>@<window>`, such as
+/// `app::search/42@1h`), and never evicts a longer period's entries. A panic in the
 /// expression is the caller's: nothing is checked or recorded.
 ///
 /// # `cost`
@@ -254,22 +255,22 @@ use proc_macro::TokenStream;
 /// default the function's path and the limit's position (`app::search#1` for the outermost,
 /// `app::search#2`...: the default scopes of two stacked limits differ, and a denial's
 /// `Denied::scope` says which limit denied; the check's span and metrics keep the
-/// function's path). Its log is `#<scope>:{<key>}:<window>`, or without a key
-/// `#{<function>}#<position>:<window>` (`#{<name>}:<window>` with a `name`):
-/// `#app::search#1:{42}:1s`, `#app::search#2:{42}:1d`. The leading `#`, which no plain key
-/// starts with (a `name` may not), keeps them apart from one attribute's keys whatever a
-/// caller's key value; a stacked limit's `name` may not hold `#`, `{` or `}`, and a `{` or
-/// `}` of the function's path is written `(` or `)`. So two limits never share a log.
+/// function's path). Its log is `#<name>/{<key>}@<window>` or
+/// `#<function>#<position>/{<key>}@<window>`, or without a key `#{<name>}@<window>` or
+/// `#{<function>}#<position>@<window>`, the name, path and key escaped as above:
+/// `#app::search#1/{42}@1s`, `#app::search#2/{42}@1d`. The leading `#`, which no escaped
+/// scope starts with, keeps them apart from one attribute's keys whatever a caller's key
+/// value. So two limits never share a log.
 ///
 /// The hash tag puts a call's limits of one key value in one Cluster slot (one round trip),
-/// and keyless unnamed limits in their function's; not co-located are keys that are empty or
-/// start with `}`, keyless limits of different `name`s, and every key under a key prefix
+/// and keyless unnamed limits in their function's; not co-located are keys that are empty,
+/// keyless limits of different `name`s, and every key under a key prefix
 /// that holds a `{`: they may take two round trips, still all or nothing.
 ///
 /// Since the position is part of the scope, reordering stacked attributes without `name`s
 /// (or a `#[cfg_attr(.., rate_limit(..))]` that comes and goes) shifts their logs, and
 /// adding a second attribute to a function (or removing one) moves the first limit from
-/// `<scope>:<key>`: such a log starts empty, so for one window the function admits up to
+/// `<scope>/<key>`: such a log starts empty, so for one window the function admits up to
 /// one threshold more than the limit. Give stacked limits `name`s to keep their logs through
 /// such changes. A `name` is shared by functions of the same form only.
 ///

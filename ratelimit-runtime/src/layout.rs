@@ -1,99 +1,317 @@
-//! The attribute's key layout, read backwards: which stored keys are the logs of one scope and
-//! key ([`ScopeKeys`]), so that [`Limiter::reset_scope`](crate::Limiter::reset_scope) forgets
-//! every limit of a function or a `name` for one caller; and the one rule of the layout both
-//! directions share ([`push_untagged`]). The keys themselves are built by
-//! `__private::Stack::push` (README "Several limits, costs, tiers" lays them out).
+//! The stored key layout of the attribute's and the layers' limits, written and read in this
+//! one place: the writers (`push_escaped`, [`Form`] and `push_limit_key`, `several_rates_key`)
+//! that `__private::scoped_key`, `__private::Stack` and the axum layer build their keys with,
+//! and the reader ([`ScopeKeys`]) by which
+//! [`Limiter::reset_scope`](crate::Limiter::reset_scope) forgets every limit of a function or a
+//! `name` for one caller.
+//!
+//! Every free-text component (a scope: a `name` or a function's path; a caller's key; a
+//! layer's label) is written escaped, `E(text)`: `\` → `\\`, `/` → `\/`, `@` → `\@`,
+//! `#` → `\#`, `{` → `\(`, `}` → `\)`, everything else as is (`app::search`, `user:42`). So
+//! `E(text)` holds no brace, every raw `/`, `@` or `#` in it follows an odd run of
+//! backslashes, and it ends with an even run: the layout's own `/`, `@`, `#`, `{` and `}`
+//! cannot be told for a component's, and the stored keys, before the Redis key prefix, are
+//! injective:
+//!
+//! - one attribute: `E(scope)`, or `E(scope)/E(key)` with a key; `rate = expr` appends
+//!   `@<window>` (`login@15m`, `app::export/42@1h`);
+//! - stacked, keyed: `#E(name)/{E(key)}@<window>`, or `#E(function)#<position>/{E(key)}@<window>`
+//!   without a `name`; keyless: `#{E(name)}@<window>`, `#{E(function)}#<position>@<window>`;
+//! - the axum layer: one rate `E(scope)/E(key)` (one attribute's form), several rates
+//!   `{E(scope)/E(key)}@E(label)`;
+//! - a sliding window counter's Redis hash: its limit's key and [`COUNTER_SUFFIX`], `#swc`.
+//!
+//! A `<window>` is a period as `write_window` writes it: digits and one of `us`, `ms`, `s`,
+//! `m`, `h`, `d`; a `<position>` the stacked attribute's, from 1. A stacked keyed limit's hash
+//! tag is `E(key)`, the key itself when it holds none of the escaped characters (`{alice}`).
+//! Keys given by hand to [`Limiter::check`](crate::Limiter::check) are the caller's own text,
+//! unescaped: the caller's key space.
+
+use std::borrow::Cow;
+use std::fmt::{self, Display, Write as _};
+use std::ops::Range;
+use std::time::Duration;
+
+use crate::decisions::{MAX_WINDOW_LEN, write_window};
 
 /// What a sliding window counter's key has after the key its limit names, in Redis: the
 /// counter is a hash, the log a sorted set, and one key cannot hold both (`WRONGTYPE`). The
-/// in-process store keeps the two apart without it.
-pub(crate) const COUNTER_SUFFIX: &str = ":swc";
+/// in-process store keeps the two apart without it. A raw `#` after an even run of
+/// backslashes, which no key of the attribute or the layers ends with.
+pub(crate) const COUNTER_SUFFIX: &str = "#swc";
 
-/// Appends `text` to `out` with its braces written as parentheses: before a key's hash tag, a
-/// `{` (a closure's `{{closure}}` in a function's path) would make Redis Cluster take another
-/// tag.
-pub(crate) fn push_untagged(out: &mut String, text: &str) {
-    for c in text.chars() {
-        out.push(match c {
-            '{' => '(',
-            '}' => ')',
-            c => c,
-        });
+/// Between a scope and its key.
+const KEY: char = '/';
+/// Before a window (or a layer's label).
+const WINDOW: char = '@';
+/// Before a stacked key, and before a stacked limit's position.
+const STACKED: char = '#';
+
+/// Whether the escape writes `byte` as two bytes.
+#[inline]
+fn is_special(byte: u8) -> bool {
+    matches!(byte, b'\\' | b'/' | b'@' | b'#' | b'{' | b'}')
+}
+
+/// What the escape writes after its backslash for the special `byte`.
+#[inline]
+fn escaped(byte: u8) -> char {
+    match byte {
+        b'{' => '(',
+        b'}' => ')',
+        other => char::from(other),
     }
 }
 
+/// The length of `E(text)`: one byte scan.
+#[inline]
+pub(crate) fn escaped_len(text: &str) -> usize {
+    text.len() + text.bytes().filter(|&byte| is_special(byte)).count()
+}
+
+/// Appends `E(text)` to `out`, without allocating beyond `out`'s growth: a text without a
+/// special character is one byte scan and one copy.
+#[inline]
+pub(crate) fn push_escaped(out: &mut String, text: &str) {
+    let mut rest = text;
+    // The special characters are ASCII: their byte indices are char boundaries.
+    while let Some(at) = rest.bytes().position(is_special) {
+        out.push_str(&rest[..at]);
+        out.push('\\');
+        out.push(escaped(rest.as_bytes()[at]));
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+}
+
+/// A `fmt::Write` that appends what is written to it escaped: a `Display` key written as
+/// `E(key)` as it is formatted.
+pub(crate) struct Escaping<'a>(pub(crate) &'a mut String);
+
+impl fmt::Write for Escaping<'_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        push_escaped(self.0, text);
+        Ok(())
+    }
+}
+
+/// A `fmt::Write` that counts the bytes of `E(what is written)`, without allocating.
+struct EscapedLen(usize);
+
+impl fmt::Write for EscapedLen {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        self.0 += escaped_len(text);
+        Ok(())
+    }
+}
+
+/// The length of `E(value's Display output)`, without allocating (the value is formatted).
+pub(crate) fn escaped_display_len<T: Display + ?Sized>(value: &T) -> usize {
+    let mut counter = EscapedLen(0);
+    // Only a Display impl that reports an error fails; what it wrote is counted.
+    let _ = write!(counter, "{value}");
+    counter.0
+}
+
+/// Appends `E(value's Display output)` to `out`, returning where it lies in `out`.
+fn push_escaped_display<T: Display + ?Sized>(out: &mut String, value: &T) -> Range<usize> {
+    let start = out.len();
+    // Writing to a String only fails if the Display impl itself reports an error.
+    let _ = write!(Escaping(out), "{value}");
+    start..out.len()
+}
+
+/// The text `escaped` is `E` of (any text: a backslash escapes the character after it).
+pub(crate) fn unescape(escaped: &str) -> Cow<'_, str> {
+    if !escaped.contains('\\') {
+        return Cow::Borrowed(escaped);
+    }
+    let mut text = String::with_capacity(escaped.len());
+    let mut chars = escaped.chars();
+    while let Some(c) = chars.next() {
+        text.push(match c {
+            '\\' => match chars.next() {
+                Some('(') => '{',
+                Some(')') => '}',
+                Some(other) => other,
+                None => break,
+            },
+            c => c,
+        });
+    }
+    Cow::Owned(text)
+}
+
+/// `text` after `E(raw)`, if it starts with it.
+fn strip_escaped<'t>(text: &'t str, raw: &str) -> Option<&'t str> {
+    let mut rest = text.as_bytes();
+    for &byte in raw.as_bytes() {
+        rest = if is_special(byte) {
+            rest.strip_prefix(b"\\")?
+                .strip_prefix(&[escaped(byte) as u8][..])?
+        } else {
+            rest.strip_prefix(&[byte][..])?
+        };
+    }
+    // `rest` is a suffix of `text` cut after a whole `E(raw)`, at a char boundary.
+    Some(&text[text.len() - rest.len()..])
+}
+
+/// The caller's key of `stored`, the key of one attribute or a layer of one rate in `scope`
+/// (`E(scope)/E(key)`), unescaped; `None` for a key not of that form (the scope alone, a
+/// stacked key, a key given by hand).
+pub(crate) fn unscoped<'k>(scope: &str, stored: &'k str) -> Option<Cow<'k, str>> {
+    let key = strip_escaped(stored, scope)?.strip_prefix(KEY)?;
+    Some(unescape(key))
+}
+
+/// Which of the attribute's forms a limit's key takes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Form {
+    /// One attribute: `E(scope)` or `E(scope)/E(key)`.
+    One,
+    /// A stacked attribute: `#E(scope)/{E(key)}` or `#{E(scope)}`, its position (`None` for a
+    /// named limit) after the scope, `#<position>`.
+    Stacked(Option<usize>),
+}
+
+/// The most bytes [`push_limit_key`] writes besides the escaped scope and key.
+pub(crate) const LIMIT_KEY_OVERHEAD: usize = 1 + 1 + 20 + 3 + 1 + MAX_WINDOW_LEN;
+
+/// Appends the key of a limit of `form` in `scope` (a `name` or a function's path), keyed by
+/// `key`'s `Display` output, with the `window` of `period` (always for a stacked limit; for one
+/// attribute with `rate = expr`), as the [module](self) lays it out. Returns where `E(key)`
+/// lies in `out`.
+pub(crate) fn push_limit_key<K: Display + ?Sized>(
+    out: &mut String,
+    form: Form,
+    scope: &str,
+    key: Option<&K>,
+    window: Option<Duration>,
+) -> Option<Range<usize>> {
+    let push_position = |out: &mut String| {
+        if let Form::Stacked(Some(position)) = form {
+            let _ = write!(out, "{STACKED}{position}");
+        }
+    };
+    let caller_key = match (form, key) {
+        (Form::One, None) => {
+            push_escaped(out, scope);
+            None
+        }
+        (Form::One, Some(key)) => {
+            push_escaped(out, scope);
+            out.push(KEY);
+            Some(push_escaped_display(out, key))
+        }
+        (Form::Stacked(_), None) => {
+            // The function's unnamed limits without a key share one tag, and one slot.
+            out.push(STACKED);
+            out.push('{');
+            push_escaped(out, scope);
+            out.push('}');
+            push_position(out);
+            None
+        }
+        (Form::Stacked(_), Some(key)) => {
+            out.push(STACKED);
+            push_escaped(out, scope);
+            push_position(out);
+            out.push(KEY);
+            out.push('{');
+            let range = push_escaped_display(out, key);
+            out.push('}');
+            Some(range)
+        }
+    };
+    if let Some(period) = window {
+        out.push(WINDOW);
+        write_window(out, period);
+    }
+    caller_key
+}
+
+/// The key of one rate among a layer's several: `{<scoped>}@E(label)`, where `scoped` is the
+/// layer's key of one rate (`E(scope)/E(key)`, from `__private::scoped_key`), the hash tag
+/// that puts a request's limits in one Redis Cluster slot.
+pub(crate) fn several_rates_key(scoped: &str, label: &str) -> String {
+    let mut key = String::with_capacity(scoped.len() + 3 + escaped_len(label));
+    key.push('{');
+    key.push_str(scoped);
+    key.push('}');
+    key.push(WINDOW);
+    push_escaped(&mut key, label);
+    key
+}
+
 /// The logs the attribute keeps for `scope` (a `name`, or a function's path) and `key` (the
-/// `key` argument's value; `None`: limits without a key), before the Redis key prefix:
-///
-/// - one attribute: `<scope>` or `<scope>:<key>`, with `:<window>` after it for `rate = expr`;
-/// - stacked: `#<scope>:{<key>}:<window>` (named) or `#<scope>#<position>:{<key>}:<window>`
-///   (a function's path), and without a key `#{<scope>}:<window>` or
-///   `#{<scope>}#<position>:<window>`, a `{` or `}` of the scope written `(` or `)`.
-///
-/// A `<window>` is a period as the layout writes it: digits and one of `us`, `ms`, `s`, `m`,
-/// `h`, `d`.
-pub(crate) struct ScopeKeys<'a> {
-    scope: &'a str,
-    key: Option<&'a str>,
-    untagged: String,
+/// `key` argument's value; `None`: limits without a key), before the Redis key prefix, in
+/// the [module](self)'s layout: `E(scope)[/E(key)]`, also with `@<window>`; stacked,
+/// `#E(scope)[#<position>]/{E(key)}@<window>` or `#{E(scope)}[#<position>]@<window>`; and
+/// the counter of each (with [`COUNTER_SUFFIX`]). A layer's keys of one rate are one
+/// attribute's form.
+pub(crate) struct ScopeKeys {
+    /// `E(scope)`.
+    scope: String,
+    /// `E(key)`.
+    key: Option<String>,
+    /// `E(scope)` or `E(scope)/E(key)`.
     plain: String,
 }
 
-impl<'a> ScopeKeys<'a> {
+impl ScopeKeys {
     /// The logs of `scope` and `key`.
-    pub(crate) fn new(scope: &'a str, key: Option<&'a str>) -> ScopeKeys<'a> {
-        let mut untagged = String::with_capacity(scope.len());
-        push_untagged(&mut untagged, scope);
-        let plain = match key {
-            Some(key) => format!("{scope}:{key}"),
-            None => scope.to_owned(),
-        };
+    pub(crate) fn new(scope: &str, key: Option<&str>) -> ScopeKeys {
+        let mut escaped_scope = String::with_capacity(escaped_len(scope));
+        push_escaped(&mut escaped_scope, scope);
+        let mut plain = String::new();
+        let range = push_limit_key(&mut plain, Form::One, scope, key, None);
+        let key = range.map(|range| plain[range].to_owned());
         ScopeKeys {
-            scope,
+            scope: escaped_scope,
             key,
-            untagged,
             plain,
         }
     }
 
-    /// The one key without a window: `<scope>` or `<scope>:<key>` (the plain form's).
+    /// The one key without a window: `E(scope)` or `E(scope)/E(key)` (the plain form's).
     pub(crate) fn plain(&self) -> &str {
         &self.plain
     }
 
     /// Glob patterns (for Redis `SCAN ... MATCH`, after the escaped key prefix) that every
-    /// windowed log of the scope and key matches, each with a key of the same hash tag as
-    /// every key it finds, when they share one (the stacked forms, whose tag is the key or the
-    /// scope; not when that tag would be empty); [`matches`](ScopeKeys::matches) tells which of
-    /// the keys they find are.
+    /// other log and counter of the scope and key matches, each with a key of the same hash
+    /// tag as every key it finds, when they share one (the stacked forms, whose tag is the
+    /// key or the scope; not when that tag would be empty); [`matches`](ScopeKeys::matches)
+    /// tells which of the keys they find are.
     pub(crate) fn patterns(&self) -> Vec<(String, Option<String>)> {
-        let scope = escape(self.scope);
-        let untagged = escape(&self.untagged);
-        match self.key {
+        let scope = escape(&self.scope);
+        // The plain key's own counter (`#swc`) and the windowed logs (`@`) and their counters.
+        let one = (format!("{}[{WINDOW}{STACKED}]*", escape(&self.plain)), None);
+        match &self.key {
             Some(key) => {
                 // An empty tag (`{}`) makes Redis hash the whole key.
-                let tagged = !key.is_empty() && !key.starts_with('}');
-                let exemplar = tagged.then(|| format!("#{}:{{{key}}}:", self.untagged));
+                let exemplar =
+                    (!key.is_empty()).then(|| format!("{STACKED}{}{KEY}{{{key}}}", self.scope));
                 let key = escape(key);
                 vec![
-                    (format!("{scope}:{key}:*"), None),
-                    (format!("#{untagged}*:{{{key}}}:*"), exemplar),
+                    one,
+                    (
+                        format!("{STACKED}{scope}*{KEY}{{{key}}}{WINDOW}*"),
+                        exemplar,
+                    ),
                 ]
             }
             None => {
                 let exemplar =
-                    (!self.untagged.is_empty()).then(|| format!("#{{{}}}", self.untagged));
-                vec![
-                    (format!("{scope}:*"), None),
-                    (format!("#{{{untagged}}}*"), exemplar),
-                ]
+                    (!self.scope.is_empty()).then(|| format!("{STACKED}{{{}}}", self.scope));
+                vec![one, (format!("{STACKED}{{{scope}}}*"), exemplar)]
             }
         }
     }
 
     /// Whether `stored` (a key before the Redis prefix) is one of the scope and key's logs,
-    /// or the counter of one (the same key with [`COUNTER_SUFFIX`] after it; a key is not
-    /// told apart from a log whose key ends so, as a caller's key `alice:swc`).
+    /// or the counter of one (the same key with [`COUNTER_SUFFIX`] after it).
     pub(crate) fn matches(&self, stored: &str) -> bool {
         self.matches_log(stored)
             || stored
@@ -103,48 +321,38 @@ impl<'a> ScopeKeys<'a> {
 
     /// Whether `stored` is one of the scope and key's logs.
     fn matches_log(&self, stored: &str) -> bool {
-        if stored == self.plain {
+        let windowed = |rest: Option<&str>| {
+            rest.and_then(|rest| rest.strip_prefix(WINDOW))
+                .is_some_and(is_window)
+        };
+        if stored
+            .strip_prefix(self.plain.as_str())
+            .is_some_and(|rest| rest.is_empty() || windowed(Some(rest)))
+        {
             return true;
         }
-        let windowed = |rest: Option<&str>| rest.is_some_and(is_window);
-        match self.key {
+        let Some(rest) = stored.strip_prefix(STACKED) else {
+            return false;
+        };
+        match &self.key {
             Some(key) => {
-                let one = stored
-                    .strip_prefix(self.scope)
-                    .and_then(|rest| rest.strip_prefix(':'))
-                    .and_then(|rest| rest.strip_prefix(key))
-                    .and_then(|rest| rest.strip_prefix(':'));
-                if windowed(one) {
-                    return true;
-                }
-                let Some(rest) = stored
-                    .strip_prefix('#')
-                    .and_then(|rest| rest.strip_prefix(self.untagged.as_str()))
-                else {
+                let Some(rest) = rest.strip_prefix(self.scope.as_str()) else {
                     return false;
                 };
-                let rest = skip_position(rest);
                 windowed(
-                    rest.strip_prefix(":{")
-                        .and_then(|rest| rest.strip_prefix(key))
-                        .and_then(|rest| rest.strip_prefix("}:")),
+                    skip_position(rest)
+                        .strip_prefix(KEY)
+                        .and_then(|rest| rest.strip_prefix('{'))
+                        .and_then(|rest| rest.strip_prefix(key.as_str()))
+                        .and_then(|rest| rest.strip_prefix('}')),
                 )
             }
             None => {
-                let one = stored
-                    .strip_prefix(self.scope)
-                    .and_then(|rest| rest.strip_prefix(':'));
-                if windowed(one) {
-                    return true;
-                }
-                let Some(rest) = stored
-                    .strip_prefix("#{")
-                    .and_then(|rest| rest.strip_prefix(self.untagged.as_str()))
-                    .and_then(|rest| rest.strip_prefix('}'))
-                else {
-                    return false;
-                };
-                windowed(skip_position(rest).strip_prefix(':'))
+                let rest = rest
+                    .strip_prefix('{')
+                    .and_then(|rest| rest.strip_prefix(self.scope.as_str()))
+                    .and_then(|rest| rest.strip_prefix('}'));
+                windowed(rest.map(skip_position))
             }
         }
     }
@@ -152,7 +360,7 @@ impl<'a> ScopeKeys<'a> {
 
 /// `rest` after a stacked limit's `#<position>`, if it starts with one.
 fn skip_position(rest: &str) -> &str {
-    match rest.strip_prefix('#') {
+    match rest.strip_prefix(STACKED) {
         Some(position) => {
             let digits = position.bytes().take_while(u8::is_ascii_digit).count();
             if digits > 0 {
@@ -185,55 +393,529 @@ pub(crate) fn escape(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+    use proptest::sample::select;
+
     use super::*;
+    use crate::__private::scoped_key;
+
+    /// A key written by `form` (no key when `key` is `None`), with a window or not.
+    fn limit_key(form: Form, scope: &str, key: Option<&str>, window: Option<Duration>) -> String {
+        let mut out = String::new();
+        push_limit_key(&mut out, form, scope, key, window);
+        out
+    }
+
+    const HOUR: Duration = Duration::from_secs(3_600);
+
+    #[test]
+    fn the_layout_escapes_every_free_text_component() {
+        let minute = Some(Duration::from_secs(60));
+        assert_eq!(
+            limit_key(Form::One, "app::search", Some("user:42"), None),
+            "app::search/user:42"
+        );
+        assert_eq!(
+            limit_key(
+                Form::One,
+                "login",
+                None::<&str>,
+                Some(Duration::from_secs(900))
+            ),
+            "login@15m"
+        );
+        assert_eq!(
+            limit_key(Form::One, "app::export", Some("42"), Some(HOUR)),
+            "app::export/42@1h"
+        );
+        assert_eq!(
+            limit_key(
+                Form::Stacked(Some(1)),
+                "app::{{closure}}::f",
+                Some("u"),
+                minute
+            ),
+            r"#app::\(\(closure\)\)::f#1/{u}@1m"
+        );
+        assert_eq!(
+            limit_key(Form::Stacked(Some(2)), "app::{{closure}}::f", None, minute),
+            r"#{app::\(\(closure\)\)::f}#2@1m"
+        );
+        assert_eq!(
+            limit_key(Form::Stacked(None), "api", Some("}x{"), minute),
+            r"#api/{\)x\(}@1m"
+        );
+        assert_eq!(
+            limit_key(Form::Stacked(None), "login", None, minute),
+            "#{login}@1m"
+        );
+        assert_eq!(
+            limit_key(Form::One, r"a\b/c@d#e", Some(r"{k}/@#\"), None),
+            r"a\\b\/c\@d\#e/\(k\)\/\@\#\\"
+        );
+        assert_eq!(
+            several_rates_key(&scoped_key("api", "k"), "1h"),
+            "{api/k}@1h"
+        );
+        assert_eq!(
+            several_rates_key(&scoped_key("api", "k"), "1h-2"),
+            "{api/k}@1h-2"
+        );
+        // The collisions of the layout `<scope>:<key>` are gone.
+        assert_ne!(
+            limit_key(Form::One, "login", Some("bob:1h"), None),
+            limit_key(Form::One, "login", Some("bob"), Some(HOUR))
+        );
+        assert_ne!(scoped_key("api", "v2:alice"), scoped_key("api:v2", "alice"));
+        assert_ne!(
+            format!("{}{COUNTER_SUFFIX}", scoped_key("s", "a")),
+            scoped_key("s", "a#swc")
+        );
+        assert_ne!(
+            limit_key(Form::Stacked(None), "a{b", Some("k"), minute),
+            limit_key(Form::Stacked(None), "a(b", Some("k"), minute)
+        );
+    }
+
+    #[test]
+    fn unscoped_and_unescape_give_the_callers_key_back() {
+        for (scope, key) in [("app::login", "user:7"), ("a{b}", r"x/y@z#\{}"), ("", "")] {
+            let scoped = scoped_key(scope, key);
+            assert_eq!(unscoped(scope, &scoped).as_deref(), Some(key), "{scoped}");
+        }
+        assert!(matches!(
+            unscoped("s", "s/plain"),
+            Some(Cow::Borrowed("plain"))
+        ));
+        assert_eq!(unscoped("s", "s"), None);
+        assert_eq!(unscoped("s", "#s/{k}@1h"), None);
+        assert_eq!(unscoped("s#1", r"s#1/k"), None);
+    }
 
     #[test]
     fn a_scope_and_key_match_every_form_of_their_logs_and_no_other() {
         let keyed = ScopeKeys::new("app::{{closure}}::search", Some("alice"));
         for stored in [
-            "app::{{closure}}::search:alice",
-            "app::{{closure}}::search:alice:1h",
-            "#app::((closure))::search#1:{alice}:1s",
-            "#app::((closure))::search#12:{alice}:1500ms",
+            r"app::\(\(closure\)\)::search/alice",
+            r"app::\(\(closure\)\)::search/alice@1h",
+            r"app::\(\(closure\)\)::search/alice#swc",
+            r"app::\(\(closure\)\)::search/alice@1h#swc",
+            r"#app::\(\(closure\)\)::search#1/{alice}@1s",
+            r"#app::\(\(closure\)\)::search#12/{alice}@1500ms",
+            r"#app::\(\(closure\)\)::search/{alice}@1d#swc",
         ] {
             assert!(keyed.matches(stored), "{stored}");
         }
         for stored in [
-            "app::{{closure}}::search:alicia",
-            "app::{{closure}}::search:alice:x",
-            "app::{{closure}}::search:alice:1h:2",
-            "#app::((closure))::search#1:{alice2}:1s",
-            "#app::((closure))::searches:{alice}:1s",
-            "#app::((closure))::search#:{alice}:1s",
-            "#{app::((closure))::search}#1:1s",
+            r"app::\(\(closure\)\)::search/alicia",
+            r"app::\(\(closure\)\)::search/alice@x",
+            r"app::\(\(closure\)\)::search/alice@1h@2",
+            r"app::\(\(closure\)\)::search/alice\#swc",
+            r"app::\(\(closure\)\)::search/alice:1h",
+            r"#app::\(\(closure\)\)::search#1/{alice2}@1s",
+            r"#app::\(\(closure\)\)::searches/{alice}@1s",
+            r"#app::\(\(closure\)\)::search#/{alice}@1s",
+            r"#app::\(\(closure\)\)::search\#1/{alice}@1s",
+            r"#{app::\(\(closure\)\)::search}#1@1s",
         ] {
             assert!(!keyed.matches(stored), "{stored}");
         }
         let named = ScopeKeys::new("login", None);
-        for stored in ["login", "login:15m", "#{login}:1d", "#{login}#2:1d"] {
+        for stored in [
+            "login",
+            "login@15m",
+            "login#swc",
+            "#{login}@1d",
+            "#{login}#2@1d",
+        ] {
             assert!(named.matches(stored), "{stored}");
         }
-        for stored in ["login:alice", "login2", "#login:{x}:1d", "#{login}x:1d"] {
+        for stored in [
+            "login/alice",
+            "login2",
+            "login:15m",
+            "#login/{x}@1d",
+            "#{login}x@1d",
+        ] {
             assert!(!named.matches(stored), "{stored}");
         }
-        let globs = |keys: &ScopeKeys<'_>| -> Vec<String> {
+        let globs = |keys: &ScopeKeys| -> Vec<String> {
             keys.patterns().into_iter().map(|(glob, _)| glob).collect()
         };
         assert_eq!(
             globs(&ScopeKeys::new("a*b", Some("[k]"))),
-            [r"a\*b:\[k\]:*", r"#a\*b*:{\[k\]}:*"]
+            [r"a\*b/\[k\][@#]*", r"#a\*b*/{\[k\]}@*"]
         );
-        assert_eq!(globs(&named), ["login:*", "#{login}*"]);
+        assert_eq!(
+            globs(&ScopeKeys::new("a{", Some("\\"))),
+            [r"a\\(/\\\\[@#]*", r"#a\\(*/{\\\\}@*"]
+        );
+        assert_eq!(globs(&named), ["login[@#]*", "#{login}*"]);
         // The stacked patterns' keys share the tag of their exemplar, unless it is empty.
-        let tags = |keys: &ScopeKeys<'_>| -> Vec<Option<String>> {
+        let tags = |keys: &ScopeKeys| -> Vec<Option<String>> {
             keys.patterns().into_iter().map(|(_, tag)| tag).collect()
         };
         assert_eq!(tags(&named), [None, Some("#{login}".to_owned())]);
         assert_eq!(
             tags(&ScopeKeys::new("s", Some("u"))),
-            [None, Some("#s:{u}:".to_owned())]
+            [None, Some("#s/{u}".to_owned())]
         );
         assert_eq!(tags(&ScopeKeys::new("s", Some(""))), [None, None]);
-        assert_eq!(tags(&ScopeKeys::new("s", Some("}x"))), [None, None]);
+        assert_eq!(
+            tags(&ScopeKeys::new("s", Some("}x"))),
+            [None, Some(r"#s/{\)x}".to_owned())]
+        );
+    }
+
+    /// Redis's glob (`stringmatchlen`) for the patterns [`ScopeKeys::patterns`] writes: `*`,
+    /// `?`, `[...]` (no ranges) and `\` escapes.
+    fn glob_matches(glob: &[u8], text: &[u8]) -> bool {
+        match glob.split_first() {
+            None => text.is_empty(),
+            Some((b'*', rest)) => (0..=text.len()).any(|skip| glob_matches(rest, &text[skip..])),
+            Some((b'?', rest)) => !text.is_empty() && glob_matches(rest, &text[1..]),
+            Some((b'[', rest)) => {
+                let end = rest
+                    .iter()
+                    .position(|&b| b == b']')
+                    .expect("a closed class");
+                text.split_first().is_some_and(|(first, text)| {
+                    rest[..end].contains(first) && glob_matches(&rest[end + 1..], text)
+                })
+            }
+            Some((b'\\', rest)) => {
+                let (&literal, rest) = rest.split_first().expect("an escaped byte");
+                text.first() == Some(&literal) && glob_matches(rest, &text[1..])
+            }
+            Some((&literal, rest)) => {
+                text.first() == Some(&literal) && glob_matches(rest, &text[1..])
+            }
+        }
+    }
+
+    /// A Redis Cluster key's hash tag: between the first `{` and the next `}`, if not empty.
+    fn hash_tag(key: &str) -> Option<&str> {
+        let open = key.find('{')?;
+        let close = key[open + 1..].find('}')?;
+        Some(&key[open + 1..open + 1 + close]).filter(|tag| !tag.is_empty())
+    }
+
+    /// One stored key, as a tuple of what the layout takes apart.
+    #[derive(Clone, PartialEq, Eq, Debug)]
+    enum Stored {
+        /// An attribute's limit (or a layer of one rate: `Form::One` without a window).
+        Limit {
+            form: Form,
+            scope: String,
+            key: Option<String>,
+            window: Option<Duration>,
+        },
+        /// A layer of several rates.
+        Several {
+            scope: String,
+            key: String,
+            label: String,
+        },
+    }
+
+    impl Stored {
+        fn key(&self) -> String {
+            match self {
+                Stored::Limit {
+                    form,
+                    scope,
+                    key,
+                    window,
+                } => limit_key(*form, scope, key.as_deref(), *window),
+                Stored::Several { scope, key, label } => {
+                    several_rates_key(&scoped_key(scope, key), label)
+                }
+            }
+        }
+    }
+
+    /// Free text made of the layout's own characters, glob characters and window-like
+    /// suffixes, and any char.
+    fn text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            6 => select(&[
+                ":", "{", "}", "#", "*", "?", "\\", "/", "@", "[", "]", "(", ")", "1h", "15m",
+                "swc", "#swc", ":swc", "@1h", ":1h", "\\\\", "#1", "{a}", "a", "b", "\\(", "",
+            ][..])
+            .prop_map(str::to_owned),
+            1 => any::<char>().prop_map(String::from),
+        ];
+        proptest::collection::vec(piece, 0..5).prop_map(|pieces| pieces.concat())
+    }
+
+    fn stored() -> impl Strategy<Value = (Stored, bool)> {
+        let window = select(&[1, 60, 900, 3_600, 86_400][..]).prop_map(Duration::from_secs);
+        let form = prop_oneof![
+            Just(Form::One),
+            Just(Form::Stacked(None)),
+            (1_usize..13).prop_map(|position| Form::Stacked(Some(position))),
+        ];
+        let limit = (
+            form,
+            text(),
+            proptest::option::of(text()),
+            proptest::option::of(window),
+        )
+            .prop_map(|(form, scope, key, window)| Stored::Limit {
+                form,
+                scope,
+                key,
+                // A stacked limit's key always has its window.
+                window: match form {
+                    Form::One => window,
+                    Form::Stacked(_) => Some(window.unwrap_or(HOUR)),
+                },
+            });
+        let several = (text(), text(), prop_oneof![Just("1h".to_owned()), text()])
+            .prop_map(|(scope, key, label)| Stored::Several { scope, key, label });
+        // Counter or log.
+        (prop_oneof![4 => limit, 1 => several], any::<bool>())
+    }
+
+    fn written((stored, counter): &(Stored, bool)) -> String {
+        let mut key = stored.key();
+        if *counter {
+            key.push_str(COUNTER_SUFFIX);
+        }
+        key
+    }
+
+    /// A character of a stored key: escaped (`\x`) or raw.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Token {
+        Escaped(char),
+        Raw(char),
+    }
+
+    /// Reads `stored` back into what wrote it, by the layout's grammar alone (not by the
+    /// writers): a left inverse of [`written`], so that `written` is injective wherever it
+    /// gives `read(written(x)) == x`.
+    fn read(stored: &str) -> Option<(Stored, bool)> {
+        let mut tokens = Vec::new();
+        let mut chars = stored.chars();
+        while let Some(c) = chars.next() {
+            tokens.push(match c {
+                '\\' => Token::Escaped(chars.next()?),
+                c => Token::Raw(c),
+            });
+        }
+        let suffix = [
+            Token::Raw('#'),
+            Token::Raw('s'),
+            Token::Raw('w'),
+            Token::Raw('c'),
+        ];
+        let counter = tokens.ends_with(&suffix);
+        if counter {
+            tokens.truncate(tokens.len() - suffix.len());
+        }
+        let mut rest = &tokens[..];
+        // Free text up to a raw delimiter (left in `rest`); a raw special in it is no `E`.
+        let text = |rest: &mut &[Token], ends: &[char]| -> Option<String> {
+            let mut text = String::new();
+            while let Some((&token, after)) = rest.split_first() {
+                match token {
+                    Token::Raw(c) if ends.contains(&c) => break,
+                    Token::Raw(c) if is_special(c as u8) && c.is_ascii() => return None,
+                    Token::Raw(c) => text.push(c),
+                    Token::Escaped('(') => text.push('{'),
+                    Token::Escaped(')') => text.push('}'),
+                    Token::Escaped(c) if c.is_ascii() && is_special(c as u8) => text.push(c),
+                    Token::Escaped(_) => return None,
+                }
+                *rest = after;
+            }
+            Some(text)
+        };
+        let raw = |rest: &mut &[Token], c: char| -> Option<()> {
+            let (&first, after) = rest.split_first()?;
+            (first == Token::Raw(c)).then(|| *rest = after)
+        };
+        let window = |rest: &[Token]| -> Option<Duration> {
+            let text: String = rest
+                .iter()
+                .map(|token| match token {
+                    Token::Raw(c) => Some(*c),
+                    Token::Escaped(_) => None,
+                })
+                .collect::<Option<_>>()?;
+            let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+            let count: u64 = text[..digits].parse().ok()?;
+            let micros = match &text[digits..] {
+                "us" => 1,
+                "ms" => 1_000,
+                "s" => 1_000_000,
+                "m" => 60_000_000,
+                "h" => 3_600_000_000,
+                "d" => 86_400_000_000,
+                _ => return None,
+            };
+            let period = Duration::from_micros(count.checked_mul(micros)?);
+            // The one spelling `write_window` has for it.
+            (crate::decisions::window(period) == text).then_some(period)
+        };
+        let position = |rest: &mut &[Token]| -> Option<Option<usize>> {
+            if raw(rest, '#').is_none() {
+                return Some(None);
+            }
+            let digits = rest
+                .iter()
+                .take_while(|t| matches!(t, Token::Raw(c) if c.is_ascii_digit()))
+                .count();
+            let text: String = rest[..digits]
+                .iter()
+                .map(|t| match t {
+                    Token::Raw(c) => *c,
+                    Token::Escaped(c) => *c,
+                })
+                .collect();
+            *rest = &rest[digits..];
+            let position: usize = text.parse().ok()?;
+            (position.to_string() == text).then_some(Some(position))
+        };
+        let stored = if raw(&mut rest, '{').is_some() {
+            let scope = text(&mut rest, &['/'])?;
+            raw(&mut rest, '/')?;
+            let key = text(&mut rest, &['}'])?;
+            raw(&mut rest, '}')?;
+            raw(&mut rest, '@')?;
+            let label = text(&mut rest, &[])?;
+            Stored::Several { scope, key, label }
+        } else if raw(&mut rest, '#').is_some() {
+            if raw(&mut rest, '{').is_some() {
+                let scope = text(&mut rest, &['}'])?;
+                raw(&mut rest, '}')?;
+                let form = Form::Stacked(position(&mut rest)?);
+                raw(&mut rest, '@')?;
+                let window = Some(window(rest)?);
+                Stored::Limit {
+                    form,
+                    scope,
+                    key: None,
+                    window,
+                }
+            } else {
+                let scope = text(&mut rest, &['#', '/'])?;
+                let form = Form::Stacked(position(&mut rest)?);
+                raw(&mut rest, '/')?;
+                raw(&mut rest, '{')?;
+                let key = Some(text(&mut rest, &['}'])?);
+                raw(&mut rest, '}')?;
+                raw(&mut rest, '@')?;
+                let window = Some(window(rest)?);
+                Stored::Limit {
+                    form,
+                    scope,
+                    key,
+                    window,
+                }
+            }
+        } else {
+            let scope = text(&mut rest, &['/', '@'])?;
+            let key = match raw(&mut rest, '/') {
+                Some(()) => Some(text(&mut rest, &['@'])?),
+                None => None,
+            };
+            let window = match raw(&mut rest, '@') {
+                Some(()) => Some(window(rest)?),
+                None if rest.is_empty() => None,
+                None => return None,
+            };
+            Stored::Limit {
+                form: Form::One,
+                scope,
+                key,
+                window,
+            }
+        };
+        Some((stored, counter))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Distinct (form, scope, key, window, position, label, counter or log) are distinct
+        /// stored keys.
+        #[test]
+        fn the_layout_is_injective(all in proptest::collection::vec(stored(), 2..24)) {
+            for one in &all {
+                let read = read(&written(one));
+                prop_assert_eq!(read.as_ref(), Some(one), "{}", written(one));
+            }
+            let mut seen: HashMap<String, &(Stored, bool)> = HashMap::new();
+            for one in &all {
+                if let Some(other) = seen.insert(written(one), one) {
+                    prop_assert_eq!(other, one, "one key for two limits: {}", written(one));
+                }
+            }
+        }
+
+        /// A scope and key's [`ScopeKeys`] match exactly its attribute's logs and their
+        /// counters; its patterns find each of them but the plain key (deleted by name), with
+        /// the exemplar's hash tag when they have one.
+        #[test]
+        fn scope_keys_match_exactly_their_own(
+            all in proptest::collection::vec(stored(), 1..24),
+            scope in text(),
+            key in proptest::option::of(text()),
+        ) {
+            let keys = ScopeKeys::new(&scope, key.as_deref());
+            // Some of the scope and key's own among the others.
+            let own_forms = [Form::One, Form::Stacked(None), Form::Stacked(Some(3))];
+            let mut own = Vec::new();
+            for form in own_forms {
+                for (window, counter) in [(Some(HOUR), false), (Some(HOUR), true), (None, false), (None, true)] {
+                    if form == Form::One || window.is_some() {
+                        let limit = Stored::Limit { form, scope: scope.clone(), key: key.clone(), window };
+                        own.push((limit, counter));
+                    }
+                }
+            }
+            let patterns = keys.patterns();
+            for one in all.iter().cloned().chain(own) {
+                let stored = written(&one);
+                let mine = matches!(
+                    &one.0,
+                    Stored::Limit { scope: s, key: k, .. } if *s == scope && *k == key
+                );
+                prop_assert_eq!(keys.matches(&stored), mine, "{}", stored);
+                if !mine || stored == keys.plain() {
+                    continue;
+                }
+                let found = patterns
+                    .iter()
+                    .find(|(glob, _)| glob_matches(glob.as_bytes(), stored.as_bytes()));
+                prop_assert!(found.is_some(), "no pattern finds {}", stored);
+                if let Some((_, Some(exemplar))) = found {
+                    prop_assert_eq!(hash_tag(exemplar), hash_tag(&stored), "{}", stored);
+                }
+            }
+        }
+
+        /// The escape round-trips; a stacked keyed limit's hash tag is the escaped key, the
+        /// key itself without special characters.
+        #[test]
+        fn tags_are_the_escaped_key(scope in text(), key in text(), plain in "[a-zA-Z0-9:._-]{1,12}") {
+            let mut escaped = String::new();
+            push_escaped(&mut escaped, &key);
+            prop_assert_eq!(escaped.len(), escaped_len(&key));
+            prop_assert_eq!(unescape(&escaped), key.as_str());
+            prop_assert!(!escaped.contains(['{', '}']), "{}", escaped);
+            let stacked = limit_key(Form::Stacked(Some(1)), &scope, Some(&key), Some(HOUR));
+            prop_assert_eq!(hash_tag(&stacked), Some(escaped.as_str()).filter(|tag| !tag.is_empty()));
+            let stacked = limit_key(Form::Stacked(None), &scope, Some(&plain), Some(HOUR));
+            prop_assert_eq!(hash_tag(&stacked), Some(plain.as_str()));
+            let scoped = scoped_key(&scope, &key);
+            prop_assert_eq!(scoped.capacity(), scoped.len());
+            let unscoped = unscoped(&scope, &scoped);
+            prop_assert_eq!(unscoped.as_deref(), Some(key.as_str()));
+        }
     }
 }

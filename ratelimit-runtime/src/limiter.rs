@@ -47,7 +47,7 @@ use crate::testing::ManualClock;
 ///
 /// A [sliding window counter](crate::Algorithm::SlidingWindowCounter) keeps instead, per key,
 /// and period two counts and a window index: in Redis a field of the hash named
-/// `<prefix><key>:swc`, which expires
+/// `<prefix><key>#swc`, which expires
 /// when the window after its latest admission's ends (at most two periods on); in process an
 /// entry of 80 bytes (a key of up to 23 bytes inline).
 ///
@@ -339,11 +339,13 @@ impl Limiter {
     /// fallback of [`FailurePolicy::Local`], so that the key's next call starts a fresh window
     /// (a support desk unblocking a customer). A call in flight may still record after it.
     ///
-    /// For the attribute's keys, name them as its documentation lays them out: `<scope>` or
-    /// `<scope>:<key>` for one attribute (`:<window>` appended with `rate = expr`), and for
-    /// each stacked limit `#<scope>:{<key>}:<window>`, or without a key
-    /// `#{<function>}#<position>:<window>` (`#{<name>}:<window>` when named), a `{` or `}` of
-    /// a function's path written `(` or `)`.
+    /// For the attribute's keys, name them as its documentation lays them out, each scope and
+    /// key escaped (`E`: `\`, `/`, `@`, `#`, `{`, `}` written `\\`, `\/`, `\@`, `\#`, `\(`,
+    /// `\)`): `E(scope)` or `E(scope)/E(key)` for one attribute (`@<window>` appended with
+    /// `rate = expr`), and for each stacked limit `#E(name)/{E(key)}@<window>` or
+    /// `#E(function)#<position>/{E(key)}@<window>`, or without a key `#{E(name)}@<window>` or
+    /// `#{E(function)}#<position>@<window>`. A key given to [`check`](Limiter::check) by hand
+    /// is the caller's own text, unescaped.
     ///
     /// # Errors
     ///
@@ -364,15 +366,14 @@ impl Limiter {
     /// [`Denied::scope`](crate::Denied::scope) names it without its `#<position>`); `key` the
     /// `key` argument's value as `Display` writes it, `None` for limits without a key.
     ///
-    /// It forgets, before the key prefix: `<scope>` or `<scope>:<key>`, each also with a
-    /// `:<window>` after it (`rate = expr`), and the stacked forms `#<scope>:{<key>}:<window>`,
-    /// `#<scope>#<position>:{<key>}:<window>`, `#{<scope>}:<window>` and
-    /// `#{<scope>}#<position>:<window>` (a `{` or `}` of the scope written `(` or `)`), where
-    /// a window is digits and a unit (`us`, `ms`, `s`, `m`, `h`, `d`). A stacked limit with a
-    /// `name` is that name's scope, not its function's. Keys of the plain form are ambiguous
-    /// where a key value looks like a window: resetting the key `42` also forgets the one
-    /// attribute's log of the key `42:1h`, if any, and resetting without a key the log of
-    /// the key `7d` (`<scope>:7d`). The
+    /// It forgets, before the key prefix: `E(scope)` or `E(scope)/E(key)`, each also with an
+    /// `@<window>` after it (`rate = expr`), and the stacked forms `#E(scope)/{E(key)}@<window>`,
+    /// `#E(scope)#<position>/{E(key)}@<window>`, `#{E(scope)}@<window>` and
+    /// `#{E(scope)}#<position>@<window>`, and the counter of each (`#swc` after it), where `E`
+    /// escapes `\`, `/`, `@`, `#`, `{` and `}` with a backslash (braces as `\(`, `\)`) and a
+    /// window is digits and a unit (`us`, `ms`, `s`, `m`, `h`, `d`). A stacked limit with a
+    /// `name` is that name's scope, not its function's. The layout is injective: no other
+    /// scope's or key's log is forgotten, whatever the key values. The
     /// in-process fallback of [`FailurePolicy::Local`] forgets the same. Returns how many
     /// keys the store forgot.
     ///

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
-use crate::key::unscoped;
+use crate::layout::unscoped;
 use crate::policy::FailurePolicy;
 
 /// The span a check runs in: `ratelimit.check` at debug level, with the field `scope` for the
@@ -108,20 +108,22 @@ pub(crate) fn deny_cache_answered(scope: Option<&str>) {
 }
 
 /// A shadow limit would have denied a call, which went on: a debug event with the scope and
-/// the key (stripped of its `scope:` prefix), and the counter `ratelimit_shadow_denied_total`.
+/// the key (stripped of its `E(scope)/` prefix, unescaped), and the counter `ratelimit_shadow_denied_total`.
 #[cold]
 #[inline(never)]
 pub(crate) fn shadow_denied(scope: Option<&str>, key: &str) {
-    let key = scope.and_then(|scope| unscoped(scope, key)).unwrap_or(key);
+    let unscoped = scope.and_then(|scope| unscoped(scope, key));
+    let key = unscoped.as_deref().unwrap_or(key);
     tracing::debug!(scope, key, "a shadow rate limit would have denied the call");
     #[cfg(feature = "metrics")]
     crate::metrics::shadow_denied(scope);
 }
 
-/// The debug event of a denial, with the key stripped of its `scope:` prefix.
+/// The debug event of a denial, with the key stripped of its `E(scope)/` prefix, unescaped.
 #[cold]
 #[inline(never)]
 fn denial_event(scope: &str, key: &str, retry_after: Option<Duration>) {
     let key = unscoped(scope, key);
+    let key = key.as_deref();
     tracing::debug!(scope, key, ?retry_after, "rate limit denied the call");
 }

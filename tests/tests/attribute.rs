@@ -93,14 +93,14 @@ async fn keys_are_counted_apart() {
     let rate = ratelimit_runtime::Rate::new(1, Duration::from_secs(60)).unwrap();
     assert!(
         !keyed_limiter()
-            .check("attribute::login:3", rate)
+            .check("attribute::login/3", rate)
             .await
             .unwrap()
             .allowed
     );
     assert!(
         keyed_limiter()
-            .check("attribute::login:4", rate)
+            .check("attribute::login/4", rate)
             .await
             .unwrap()
             .allowed

@@ -484,7 +484,7 @@ async fn counters_check_stack_refund_and_reset_across_slots() {
     let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
     let slots: HashSet<u16> = keys
         .iter()
-        .map(|key| TestCluster::key_slot(&format!("{prefix}{key}:swc")))
+        .map(|key| TestCluster::key_slot(&format!("{prefix}{key}#swc")))
         .collect();
     assert!(slots.len() > 20, "{} slots", slots.len());
     for key in &keys {
@@ -511,7 +511,7 @@ async fn counters_check_stack_refund_and_reset_across_slots() {
     let (a, b) = (0..)
         .map(|i| (format!("a{i}"), format!("b{i}")))
         .find(|(a, b)| {
-            TestCluster::key_slot(&format!("{prefix}{a}:swc"))
+            TestCluster::key_slot(&format!("{prefix}{a}#swc"))
                 != TestCluster::key_slot(&format!("{prefix}{b}"))
         })
         .unwrap();
@@ -528,7 +528,7 @@ async fn counters_check_stack_refund_and_reset_across_slots() {
         .iter()
         .find(|key| {
             TestCluster::key_slot(&format!("{prefix}{key}"))
-                != TestCluster::key_slot(&format!("{prefix}{key}:swc"))
+                != TestCluster::key_slot(&format!("{prefix}{key}#swc"))
         })
         .unwrap();
     assert!(limiter.check(key, log).await.unwrap().allowed);

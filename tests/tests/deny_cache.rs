@@ -172,10 +172,10 @@ async fn what_frees_units_through_this_limiter_drops_the_entry() {
     assert!(!limiter.check("tier", rate).await.expect("a check").allowed);
     assert_eq!(scripts_run(&redis).await, before + 1);
 
-    fill(&limiter, &clock, "scope:a", rate).await;
+    fill(&limiter, &clock, "scope/a", rate).await;
     assert!(
         !limiter
-            .check("scope:a", rate)
+            .check("scope/a", rate)
             .await
             .expect("a check")
             .allowed
@@ -186,7 +186,7 @@ async fn what_frees_units_through_this_limiter_drops_the_entry() {
         .expect("a reset");
     assert!(
         limiter
-            .check("scope:a", rate)
+            .check("scope/a", rate)
             .await
             .expect("a check")
             .allowed

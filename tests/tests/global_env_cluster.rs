@@ -47,7 +47,7 @@ async fn the_default_uses_a_redis_cluster_from_the_environment() {
         let attempt = recorded_as
             .unwrap_or_else(|| panic!("{user}: every attempt had a call answered by the policy"));
         let recorded: u64 = connection
-            .zcard(format!("ratelimit:global_env_cluster:{attempt}"))
+            .zcard(format!("ratelimit:global_env_cluster/{attempt}"))
             .await
             .unwrap();
         assert_eq!(recorded, 2, "{attempt}");

@@ -33,7 +33,7 @@ async fn the_default_uses_redis_from_the_environment() {
             continue;
         }
         let recorded: u64 = connection
-            .zcard(format!("ratelimit:global_env_redis:{user}"))
+            .zcard(format!("ratelimit:global_env_redis/{user}"))
             .await
             .unwrap();
         assert_eq!(recorded, 2);

@@ -28,7 +28,7 @@ async fn say_hi_admits_two_calls_per_user_and_uri_then_answers_429() {
 
 /// The example's `GET /hello/search`: an admitted response carries both stacked limits'
 /// fields, read by the handler through `decision = d`; the limits' logs are the documented
-/// `#<name>:{<key>}:<window>`.
+/// `#<name>/{<key>}@<window>`.
 #[tokio::test]
 async fn search_sends_every_limits_fields_on_admitted_responses() {
     let limiter = Limiter::memory();
@@ -53,7 +53,7 @@ async fn search_sends_every_limits_fields_on_admitted_responses() {
     assert_eq!(response.text().await.unwrap(), "results for alice");
     let daily = ratelimit_runtime::Rate::new_const(1000, std::time::Duration::from_secs(86_400));
     let peek = limiter
-        .check_n("#hello.search.daily:{alice}:1d", daily, 0)
+        .check_n("#hello.search.daily/{alice}@1d", daily, 0)
         .await
         .unwrap();
     assert_eq!(peek.remaining, 999);

@@ -239,7 +239,7 @@ async fn the_attributes_keys_are_reset_as_documented() {
     assert!(login(&limiter, "alice").await.is_ok());
     assert!(login(&limiter, "alice").await.is_err());
     limiter
-        .reset("inspect::login:alice")
+        .reset("inspect::login/alice")
         .await
         .expect("a reset");
     assert!(login(&limiter, "alice").await.is_ok(), "unblocked");
@@ -247,7 +247,7 @@ async fn the_attributes_keys_are_reset_as_documented() {
     assert!(search(&limiter, "bob").await.is_ok());
     assert!(search(&limiter, "bob").await.is_err());
     limiter
-        .reset("#inspect::search#1:{bob}:1m")
+        .reset("#inspect::search#1/{bob}@1m")
         .await
         .expect("a reset");
     assert!(
@@ -256,7 +256,7 @@ async fn the_attributes_keys_are_reset_as_documented() {
     );
     let day = Rate::new(10, Duration::from_secs(86_400)).expect("a rate");
     let daily = limiter
-        .peek("#inspect::search#2:{bob}:1d", day)
+        .peek("#inspect::search#2/{bob}@1d", day)
         .await
         .expect("a peek");
     assert_eq!(daily.remaining, 8, "the daily quota kept its count");
@@ -332,7 +332,7 @@ async fn resets_by_scope(limiter: &Limiter) {
         .await
         .expect("a reset");
     let daily = limiter
-        .peek("#inspect.named.daily:{carol}:1d", day)
+        .peek("#inspect.named.daily/{carol}@1d", day)
         .await
         .expect("a peek");
     assert!(!daily.allowed, "the other name kept its count");
@@ -454,7 +454,7 @@ async fn a_reset_by_scope_finds_keys_on_a_master_whose_slots_moved() {
     let user = (0..)
         .map(|i| format!("u{i}"))
         .find(|user| {
-            let slot = TestCluster::key_slot(&format!("{prefix}inspect::tiered:{user}:1h"));
+            let slot = TestCluster::key_slot(&format!("{prefix}inspect::tiered/{user}@1h"));
             slot != 0 && cluster.node_for_slot(slot) == to
         })
         .expect("a user whose log lies on the node that took slot 0");

@@ -97,14 +97,14 @@ async fn each_mode_counts_its_outcomes(limiter: &Limiter) {
         assert_eq!(login(limiter, "10.0.0.1", true).await.ok(), Some("session"));
         let err = login(limiter, "10.0.0.1", false).await.unwrap_err();
         assert!(matches!(err, AppError::WrongPassword), "{err:?}");
-        assert_eq!(logged(limiter, "login:10.0.0.1", rate).await, i + 1);
+        assert_eq!(logged(limiter, "login/10.0.0.1", rate).await, i + 1);
     }
     let denied = login(limiter, "10.0.0.1", true).await.unwrap_err();
     assert!(denied.is_denied(), "{denied:?}");
-    assert_eq!(logged(limiter, "login:10.0.0.1", rate).await, 5);
+    assert_eq!(logged(limiter, "login/10.0.0.1", rate).await, 5);
     // Another address is another log.
     assert!(login(limiter, "10.0.0.2", true).await.is_ok());
-    assert_eq!(logged(limiter, "login:10.0.0.2", rate).await, 0);
+    assert_eq!(logged(limiter, "login/10.0.0.2", rate).await, 0);
 
     // `count = "ok"`: failures are refunded, successes counted.
     let rate = Rate::new(3, QUARTER).expect("a rate");
@@ -114,7 +114,7 @@ async fn each_mode_counts_its_outcomes(limiter: &Limiter) {
             Err(AppError::Upstream)
         ));
     }
-    assert_eq!(logged(limiter, "reports:7", rate).await, 0);
+    assert_eq!(logged(limiter, "reports/7", rate).await, 0);
     for _ in 0..3 {
         assert!(report(limiter, 7, true).await.is_ok());
     }
@@ -131,13 +131,13 @@ async fn each_mode_counts_its_outcomes(limiter: &Limiter) {
             .expect("admitted");
         assert_eq!(status, StatusCode::OK);
     }
-    assert_eq!(logged(limiter, "axum.login:10.0.0.3", rate).await, 0);
+    assert_eq!(logged(limiter, "axum.login/10.0.0.3", rate).await, 0);
     for i in 0..3 {
         let (status, _) = axum_login(limiter, "10.0.0.3", false)
             .await
             .expect("admitted");
         assert_eq!(status, StatusCode::UNAUTHORIZED);
-        assert_eq!(logged(limiter, "axum.login:10.0.0.3", rate).await, i + 1);
+        assert_eq!(logged(limiter, "axum.login/10.0.0.3", rate).await, i + 1);
     }
     assert!(
         axum_login(limiter, "10.0.0.3", true)
@@ -162,12 +162,12 @@ async fn each_mode_on_redis() {
     // The refunded calls left nothing behind: only the counted ones are members.
     let mut connection = redis.connection().await;
     let members: u64 = connection
-        .zcard(format!("{prefix}login:10.0.0.1"))
+        .zcard(format!("{prefix}login/10.0.0.1"))
         .await
         .unwrap();
     assert_eq!(members, 5);
     let members: u64 = connection
-        .zcard(format!("{prefix}login:10.0.0.2"))
+        .zcard(format!("{prefix}login/10.0.0.2"))
         .await
         .unwrap();
     assert_eq!(members, 0, "a refunded call leaves no member");
@@ -202,9 +202,9 @@ async fn stacked_limits_refund_only_where_the_call_does_not_count(limiter: &Limi
     let daily = Rate::new(2, Duration::from_secs(86_400)).expect("a rate");
     let shadow = Rate::new(1, Duration::from_secs(3_600)).expect("a rate");
     let keys = [
-        "#outcomes::stacked#1:{u}:15m",
-        "#outcomes::stacked#2:{u}:1d",
-        "#outcomes::stacked#3:{u}:1h",
+        "#outcomes::stacked#1/{u}@15m",
+        "#outcomes::stacked#2/{u}@1d",
+        "#outcomes::stacked#3/{u}@1h",
     ];
     assert_eq!(
         stacked(limiter, "u", false).await.ok(),
@@ -304,7 +304,7 @@ async fn racing_callers(limiter: &Limiter, prefix: &str) {
     for (scope, fail, ok) in [("race", true, false), ("race.ok", false, true)] {
         let key = format!("{prefix}all-count");
         assert_eq!(race(limiter, &key, fail, ok).await, 20, "{scope}");
-        assert_eq!(logged(limiter, &format!("{scope}:{key}"), rate).await, 20);
+        assert_eq!(logged(limiter, &format!("{scope}/{key}"), rate).await, 20);
     }
     // No outcome counting.
     for (scope, fail, ok) in [("race", false, false), ("race.ok", true, true)] {
@@ -312,7 +312,7 @@ async fn racing_callers(limiter: &Limiter, prefix: &str) {
         let admitted = race(limiter, &key, fail, ok).await;
         eprintln!("{scope}, none counts: {admitted} of 200 admitted");
         assert!(admitted >= 20, "{scope}: {admitted}");
-        assert_eq!(logged(limiter, &format!("{scope}:{key}"), rate).await, 0);
+        assert_eq!(logged(limiter, &format!("{scope}/{key}"), rate).await, 0);
     }
 }
 
@@ -331,7 +331,7 @@ async fn racing_callers_on_redis_and_in_a_cluster() {
     let mut connection = redis.connection().await;
     for scope in ["race", "race.ok"] {
         let members: u64 = connection
-            .zcard(format!("{prefix}{scope}:none-count"))
+            .zcard(format!("{prefix}{scope}/none-count"))
             .await
             .unwrap();
         assert_eq!(members, 0, "{scope}: every reservation was refunded");
@@ -361,14 +361,14 @@ async fn unfinished_bodies_keep_their_reservation(limiter: &Limiter) {
     let panicked = tokio::spawn(async move { kept(&limiter_clone, "p", true).await }).await;
     assert!(panicked.unwrap_err().is_panic());
     assert_eq!(
-        logged(limiter, "kept:p", rate).await,
+        logged(limiter, "kept/p", rate).await,
         1,
         "the panic kept it"
     );
     // Polled until the body waits forever, then dropped: the body may have acted.
     let dropped = tokio::time::timeout(Duration::from_millis(50), kept(limiter, "d", false)).await;
     assert!(dropped.is_err(), "the body never finishes");
-    assert_eq!(logged(limiter, "kept:d", rate).await, 1, "the drop kept it");
+    assert_eq!(logged(limiter, "kept/d", rate).await, 1, "the drop kept it");
 }
 
 #[tokio::test]
@@ -527,7 +527,7 @@ async fn a_refund_whose_caller_stops_waiting_is_still_made() {
     }
     drop(call);
     let mut connection = redis.connection().await;
-    let key = format!("{prefix}dropped:k");
+    let key = format!("{prefix}dropped/k");
     let (members, took) = tests::wait_for(
         "the refund reaches the store",
         tests::STATE_DEADLINE,

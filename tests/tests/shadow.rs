@@ -113,7 +113,7 @@ async fn alone(limiter: &Limiter, user: &str, cost: u32) -> Result<bool, RateLim
 async fn shadow_limits_of_the_attribute(limiter: &Limiter) {
     let tried = Rate::new(1, HOUR).expect("a rate");
     let enforced = Rate::new(3, HOUR).expect("a rate");
-    let keys = ["#shadow.enforced:{u}:1h", "#shadow.tried:{u}:1h"];
+    let keys = ["#shadow.enforced/{u}@1h", "#shadow.tried/{u}@1h"];
     assert_eq!(search(limiter, "u").await.expect("admitted"), (2, 1));
     assert_eq!(search(limiter, "u").await.expect("admitted"), (1, 1));
     assert_eq!(search(limiter, "u").await.expect("admitted"), (0, 1));

@@ -379,7 +379,7 @@ fn ours_args(settings: &Settings, run: usize) -> Vec<String> {
 fn counter_args(settings: &Settings, run: usize) -> Vec<String> {
     vec![
         "1".into(),
-        format!("bench:c{run:04}:__rand_int__:swc"),
+        format!("bench:c{run:04}:__rand_int__#swc"),
         (settings.window_ms * 1000).to_string(),
         settings.limit.to_string(),
         "1".into(),

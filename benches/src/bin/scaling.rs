@@ -293,7 +293,7 @@ async fn redis_row(
     }
     let bytes = used_memory(&mut admin).saturating_sub(before);
     let suffix = if algorithm == Algorithm::SlidingWindowCounter {
-        ":swc"
+        "#swc"
     } else {
         ""
     };

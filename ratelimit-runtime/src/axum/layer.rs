@@ -18,11 +18,12 @@ use super::response::problem;
 use crate::__private::scoped_key;
 use crate::error::{Denied, RateLimitError};
 use crate::key::Key;
+use crate::layout::several_rates_key;
 use crate::limit::Limit;
 use crate::limiter::Limiter;
 use crate::rate::Rate;
 
-/// The scope of a layer's keys when none is set: keys are `layer:<key>`.
+/// The scope of a layer's keys when none is set: keys are `layer/<key>`.
 const DEFAULT_SCOPE: &str = "layer";
 
 /// Limits a whole router (or any tower service taking `http::Request`s): each request is
@@ -37,10 +38,12 @@ const DEFAULT_SCOPE: &str = "layer";
 /// - No key in the request: the [`on_missing_key`](RateLimitLayer::on_missing_key) response,
 ///   by default `400 Bad Request` with a problem+json body.
 ///
-/// The Redis key of a request is `<prefix><scope>:<key>`, the scope `layer` unless set by
+/// The Redis key of a request is `<prefix>E(scope)/E(key)`, the scope `layer` unless set by
 /// [`scope`](RateLimitLayer::scope): give each layer with another rate its own scope, since a
 /// key is meant for one rate. A layer of several rates ([`and_rate`](RateLimitLayer::and_rate))
-/// keys each rate `<prefix>{<scope>:<key>}:<window>`.
+/// keys each rate `<prefix>{E(scope)/E(key)}@E(window)`. `E` escapes `\`, `/`, `@`, `#`, `{`
+/// and `}` with a backslash (a brace as `\(`, `\)`), as the attribute does: no key a client
+/// sends reaches another scope's log (README, "Key layout").
 ///
 /// ```no_run
 /// use std::net::SocketAddr;
@@ -109,10 +112,10 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     /// [`Limiter::check_all`]). Responses list every rate in `RateLimit-Policy` and
     /// `RateLimit`, each named by its window (`1s`, `1d`; `-2` after a window given twice).
     ///
-    /// With several rates, a request's keys are `{<scope>:<key>}:<window>`: one per rate, all
-    /// with the same hash tag, so that in a Redis Cluster a request's limits share a slot and
-    /// are checked by one script in one round trip. (A layer of one rate keeps
-    /// `<scope>:<key>`: adding a second rate to a layer starts the first one's windows
+    /// With several rates, a request's keys are `{E(scope)/E(key)}@E(window)`: one per rate,
+    /// all with the same hash tag, so that in a Redis Cluster a request's limits share a slot
+    /// and are checked by one script in one round trip. (A layer of one rate keeps
+    /// `E(scope)/E(key)`: adding a second rate to a layer starts the first one's windows
     /// afresh, once.)
     #[must_use]
     pub fn and_rate(self, rate: Rate) -> Self {
@@ -129,7 +132,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
         })
     }
 
-    /// The scope of the layer's keys (default `layer`): keys are `<scope>:<key>`, and a denial's
+    /// The scope of the layer's keys (default `layer`): keys are `E(scope)/E(key)`, and a denial's
     /// message (sent as its `detail`) names the scope.
     #[must_use]
     pub fn scope(self, scope: impl Into<Cow<'static, str>>) -> Self {
@@ -297,7 +300,7 @@ where
     S: Service<Request<B>>,
     S::Response: IntoResponse,
 {
-    let tag = format!("{{{}}}", scoped_key(&config.scope, &key));
+    let scoped = scoped_key(&config.scope, &key);
     let first = crate::decisions::window(config.rate.period());
     let limits = std::iter::once((config.rate, first.as_str()))
         .chain(
@@ -307,7 +310,7 @@ where
                 .map(|(rate, label)| (*rate, label.as_str())),
         )
         .map(|(rate, label)| {
-            Limit::new(format!("{tag}:{label}"), rate).with_label(label.to_owned())
+            Limit::new(several_rates_key(&scoped, label), rate).with_label(label.to_owned())
         })
         .collect();
     let decisions = match config.limiter.checking_all(&config.scope, limits).await {
@@ -420,7 +423,7 @@ mod tests {
             r#""1s";r=0;t=1, "1h";r=1;t=3600"#
         );
         // The hourly limit did not count the denied request: one is left.
-        let hour = limiter.check("{api:k}:1h", hourly).await.unwrap();
+        let hour = limiter.check("{api/k}@1h", hourly).await.unwrap();
         assert_eq!((hour.allowed, hour.remaining), (true, 0));
     }
 }

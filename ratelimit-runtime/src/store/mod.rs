@@ -200,7 +200,7 @@ impl Store {
     /// # Errors
     ///
     /// As [`check`](Store::check).
-    pub(crate) async fn reset_scope(&self, keys: &ScopeKeys<'_>) -> Result<u64, StoreError> {
+    pub(crate) async fn reset_scope(&self, keys: &ScopeKeys) -> Result<u64, StoreError> {
         match self {
             Store::Memory(store) => Ok(store.remove_where(|stored| keys.matches(stored)) as u64),
             Store::Redis(store) => store.reset_scope(keys).await,

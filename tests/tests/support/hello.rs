@@ -55,7 +55,7 @@ pub async fn admits_two_calls_per_user_and_uri_then_answers_429(base: &str, limi
     // so this check sees the same window): Retry-After is its wait rounded up, to the second
     // (the denial's wait was longer by at most the time since it was asked for).
     let decision = limiter
-        .check("hello.sayHi:alice:/hello/sayHi", HELLO)
+        .check("hello.sayHi/alice:\\/hello\\/sayHi", HELLO)
         .await
         .unwrap();
     let since_denial = denial_sent.elapsed();

@@ -323,7 +323,7 @@ impl RedisStore {
     ///
     /// As [`check`](RedisStore::check), for any round trip; the keys deleted before it stay
     /// deleted.
-    pub(crate) async fn reset_scope(&self, keys: &ScopeKeys<'_>) -> Result<u64, StoreError> {
+    pub(crate) async fn reset_scope(&self, keys: &ScopeKeys) -> Result<u64, StoreError> {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };

@@ -670,7 +670,7 @@ mod tests {
             at: None,
         };
         let sent = arguments(&command("p:", &call, false, false));
-        assert_eq!(sent[3..5], ["p:{u}:burst", "p:{u}:daily:swc"]);
+        assert_eq!(sent[3..5], ["p:{u}:burst", "p:{u}:daily#swc"]);
         assert_eq!(sent.last().map(String::as_str), Some("lc"));
         assert_eq!(sent.len(), 15);
         // One counter: its own script, its hash's key, period, threshold, cost and time.
@@ -684,7 +684,7 @@ mod tests {
                 "EVALSHA",
                 SLIDING_WINDOW_COUNTER.get_hash(),
                 "1",
-                "p:{u}:daily:swc",
+                "p:{u}:daily#swc",
                 "86400000000",
                 "1000",
                 "3",

@@ -60,9 +60,9 @@ mod tests {
     #[test]
     fn slots_of_parts_hash_them_as_one_key() {
         for parts in [
-            ["ratelimit:", "user:1", ":swc"],
-            ["p{", "u", "}:swc"],
-            ["p:", "#s:{u}:1h", ":swc"],
+            ["ratelimit:", "app::login/user:1", "#swc"],
+            ["p{", "u", "}#swc"],
+            ["p:", "#s/{u}@1h", "#swc"],
             ["", "", ""],
         ] {
             assert_eq!(
