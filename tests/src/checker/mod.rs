@@ -437,14 +437,14 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
         .await
         .expect("build a limiter");
     crate::connected(&limiter, "checker-warm-up").await;
-    let period = Duration::from_secs(20);
+    let period = Duration::from_secs(10);
     let rate = Rate::new(10, period)
         .expect("a valid rate")
         .with_algorithm(Algorithm::SlidingWindowCounter);
     let hot = vec![Hot { key: "ctr:focused", rate }];
     // Start early in a fixed window, so that the three checks share it.
     let within = now_micros() % period.as_micros() as u64;
-    if within > 5_000_000 {
+    if within > 4_000_000 {
         tokio::time::sleep(Duration::from_micros(period.as_micros() as u64 - within)).await;
     }
     let epoch = Instant::now();
