@@ -14,7 +14,10 @@ const TRAFFIC: Duration = Duration::from_secs(20);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_limit_admits_above_its_threshold_under_faults() {
     let seed = checker::seed_from_env();
-    eprintln!("fault checker seed {seed} (set {} to replay)", checker::SEED_VARIABLE);
+    eprintln!(
+        "fault checker seed {seed} (set {} to replay)",
+        checker::SEED_VARIABLE
+    );
     let report = checker::run(Config {
         seed,
         traffic: TRAFFIC,

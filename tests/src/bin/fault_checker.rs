@@ -64,8 +64,6 @@ fn number(value: Option<String>, name: &str) -> u64 {
 }
 
 fn usage(problem: &str) -> ! {
-    eprintln!(
-        "{problem}\nusage: fault_checker [--seconds N] [--seed N] [--focused]"
-    );
+    eprintln!("{problem}\nusage: fault_checker [--seconds N] [--seed N] [--focused]");
     std::process::exit(2)
 }

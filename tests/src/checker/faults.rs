@@ -23,7 +23,8 @@ pub(crate) struct Single {
     wipes: Mutex<Vec<u64>>,
 }
 
-/// The servers a topology runs on.
+/// The servers a topology runs on (one per run: their sizes do not matter).
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Servers {
     Single(Single),
     Cluster(TestCluster),
@@ -143,10 +144,18 @@ fn restart(single: &Single, down: Duration) {
     let mut redis = single.redis.lock().expect("the server");
     let address = redis.address();
     redis.stop();
-    single.wipes.lock().expect("wipes").push(super::now_micros());
+    single
+        .wipes
+        .lock()
+        .expect("wipes")
+        .push(super::now_micros());
     let old: Vec<Tap> = std::mem::take(&mut *single.taps.lock().expect("taps"));
     for tap in old {
-        single.closed.lock().expect("closed taps").extend(tap.close());
+        single
+            .closed
+            .lock()
+            .expect("closed taps")
+            .extend(tap.close());
     }
     std::thread::sleep(down);
     let deadline = Instant::now() + crate::STATE_DEADLINE;
@@ -159,7 +168,11 @@ fn restart(single: &Single, down: Duration) {
             }
         }
     };
-    single.taps.lock().expect("taps").push(Tap::open(0, address));
+    single
+        .taps
+        .lock()
+        .expect("taps")
+        .push(Tap::open(0, address));
     single.proxy.set(Fault::Pass);
 }
 
@@ -180,7 +193,10 @@ fn cluster_fault(
         cluster.failover(cluster.replica_of(master));
         let deadline = Instant::now() + crate::STATE_DEADLINE;
         while cluster.node_for_slot(slot) == master {
-            assert!(Instant::now() < deadline, "failover of node {master} not done");
+            assert!(
+                Instant::now() < deadline,
+                "failover of node {master} not done"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         return "master failed over (manual)";

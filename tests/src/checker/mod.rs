@@ -163,10 +163,16 @@ impl fmt::Display for Report {
             self.took.as_secs_f64()
         )?;
         for topology in &self.topologies {
-            writeln!(f, "== {} ({:.1} s)", topology.name, topology.took.as_secs_f64())?;
+            writeln!(
+                f,
+                "== {} ({:.1} s)",
+                topology.name,
+                topology.took.as_secs_f64()
+            )?;
             for (kind, outcomes) in &topology.operations {
                 let total: u64 = outcomes.values().sum();
-                let detail: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o} {n}")).collect();
+                let detail: Vec<String> =
+                    outcomes.iter().map(|(o, n)| format!("{o} {n}")).collect();
                 writeln!(f, "  op {kind}: {total} ({})", detail.join(", "))?;
             }
             for (fault, n) in &topology.faults {
@@ -200,6 +206,11 @@ pub fn seed_from_env() -> u64 {
 }
 
 /// Runs the checker: the single server, then the cluster.
+///
+/// # Panics
+///
+/// When the servers cannot be started, a limiter cannot be built or connect, or a tap does
+/// not catch up (a fault of the harness, not a violation).
 pub async fn run(config: Config) -> Report {
     let started = Instant::now();
     let single = run_topology(&config, false).await;
@@ -239,10 +250,17 @@ async fn start(cluster: bool, full: bool) -> (Servers, Vec<Tap>) {
 
 /// Three limiters on `servers`, sharing `prefix`.
 async fn limiters(servers: &Servers, prefix: &str, cluster: bool, full: bool) -> Vec<Limiter> {
-    let policies = [FailurePolicy::Closed, FailurePolicy::Open, FailurePolicy::Local];
+    let policies = [
+        FailurePolicy::Closed,
+        FailurePolicy::Open,
+        FailurePolicy::Local,
+    ];
     let mut limiters = Vec::new();
     for (i, policy) in policies.into_iter().enumerate() {
-        let builder = Limiter::builder().key_prefix(prefix).failure_policy(policy).timeout(TIMEOUT);
+        let builder = Limiter::builder()
+            .key_prefix(prefix)
+            .failure_policy(policy)
+            .timeout(TIMEOUT);
         let builder = if cluster {
             builder.redis_cluster(servers.urls())
         } else {
@@ -267,7 +285,11 @@ async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
     let name = if cluster { "cluster" } else { "single server" };
     let seed = config.seed.wrapping_mul(2).wrapping_add(u64::from(cluster));
     let (servers, cluster_taps) = start(cluster, config.full).await;
-    let prefix = crate::unique_prefix(if cluster { "checker-cluster" } else { "checker-single" });
+    let prefix = crate::unique_prefix(if cluster {
+        "checker-cluster"
+    } else {
+        "checker-single"
+    });
     let limiters = limiters(&servers, &prefix, cluster, config.full).await;
     let epoch = Instant::now();
     let traffic = Arc::new(Traffic {
@@ -337,7 +359,11 @@ async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
             Outcome::Error => "error",
             Outcome::Done => "done",
         };
-        *operations.entry(record.kind.name()).or_default().entry(outcome).or_default() += 1;
+        *operations
+            .entry(record.kind.name())
+            .or_default()
+            .entry(outcome)
+            .or_default() += 1;
         if matches!(record.outcome, Outcome::Policy { .. }) {
             *exceptions
                 .entry("answered by the failure policy (recorded nothing in Redis)")
@@ -420,6 +446,10 @@ async fn untimed_keys(servers: &Servers, prefix: &str) -> Vec<String> {
 /// (threshold 10: a check of cost 10 admitted, a check of cost 5 stalled past the timeout and
 /// refunded once the stall ends, then a check of cost 5): on the single server, judged as
 /// [`run`] judges.
+///
+/// # Panics
+///
+/// When the server, its proxy or its tap cannot be started, or the limiter built.
 pub async fn stalled_counter_refund(config: Config) -> Report {
     let started = Instant::now();
     let (servers, _) = start(false, false).await;
@@ -441,7 +471,10 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
     let rate = Rate::new(10, period)
         .expect("a valid rate")
         .with_algorithm(Algorithm::SlidingWindowCounter);
-    let hot = vec![Hot { key: "ctr:focused", rate }];
+    let hot = vec![Hot {
+        key: "ctr:focused",
+        rate,
+    }];
     // Start early in a fixed window, so that the three checks share it.
     let within = now_micros() % period.as_micros() as u64;
     if within > 4_000_000 {
@@ -478,7 +511,9 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
     let (taps, _, _) = servers.take_single_taps();
     let mut lines = Vec::new();
     for tap in taps {
-        assert!(tokio::task::block_in_place(|| tap.sync(crate::STATE_DEADLINE)));
+        assert!(tokio::task::block_in_place(
+            || tap.sync(crate::STATE_DEADLINE)
+        ));
         lines.push((tap.node, tap.close()));
     }
     let verdict = verify::judge(&verify::Inputs {
@@ -496,7 +531,11 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
             Outcome::Error => "error",
             _ => "other",
         };
-        *operations.entry("check_n").or_default().entry(outcome).or_default() += 1;
+        *operations
+            .entry("check_n")
+            .or_default()
+            .entry(outcome)
+            .or_default() += 1;
     }
     let mut violations = verdict.violations;
     violations.extend(liveness(&records));

@@ -174,7 +174,8 @@ impl Traffic {
             45..60 => {
                 let chosen = self.pick_several(rng);
                 record.kind = Kind::CheckAll;
-                record.cross_slot = self.cluster && !chosen.iter().all(|(i, _)| SAME_SLOT.contains(i));
+                record.cross_slot =
+                    self.cluster && !chosen.iter().all(|(i, _)| SAME_SLOT.contains(i));
                 record.bound = self.bound(2, Duration::ZERO);
                 let limits: Vec<Limit<'_>> = chosen
                     .iter()
@@ -184,7 +185,9 @@ impl Traffic {
                 record.outcome = match limiter.check_all(limits).await {
                     // A part answered by the policy: nothing is known of the store's records.
                     Ok(decisions)
-                        if decisions.iter().any(|one| one.decision().answered_by_policy()) =>
+                        if decisions
+                            .iter()
+                            .any(|one| one.decision().answered_by_policy()) =>
                     {
                         Outcome::Policy {
                             allowed: decisions.allowed,
@@ -198,7 +201,7 @@ impl Traffic {
                 record.kind = Kind::Permit;
                 record.limits = vec![(hot, cost)];
                 let permit = limiter.check_permit(key, rate, cost).await;
-                record.outcome = decided(permit.as_ref().map(|p| p.decision()));
+                record.outcome = decided(permit.as_ref().map(ratelimit_runtime::Permit::decision));
                 if let Ok(permit) = permit
                     && record.outcome == Outcome::Admitted
                     && rng.below(2) == 0
@@ -210,7 +213,11 @@ impl Traffic {
                     let refunded = permit.refund().await;
                     self.record(Record {
                         kind: Kind::Refund,
-                        outcome: if refunded.is_ok() { Outcome::Done } else { Outcome::Error },
+                        outcome: if refunded.is_ok() {
+                            Outcome::Done
+                        } else {
+                            Outcome::Error
+                        },
                         started: refund_started - self.epoch,
                         took: refund_started.elapsed(),
                         ..record

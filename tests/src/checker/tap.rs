@@ -48,9 +48,7 @@ impl Tap {
         writer.write_all(b"MONITOR\r\n").expect("send MONITOR");
         let mut reader = BufReader::new(stream.try_clone().expect("clone the tap's stream"));
         let mut first = String::new();
-        reader
-            .read_line(&mut first)
-            .expect("read MONITOR's answer");
+        reader.read_line(&mut first).expect("read MONITOR's answer");
         assert!(first.starts_with("+OK"), "MONITOR answered {first:?}");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let reader = std::thread::Builder::new()
@@ -78,10 +76,7 @@ impl Tap {
         else {
             return false;
         };
-        let command = format!(
-            "*2\r\n$4\r\nECHO\r\n${}\r\n{marker}\r\n",
-            marker.len()
-        );
+        let command = format!("*2\r\n$4\r\nECHO\r\n${}\r\n{marker}\r\n", marker.len());
         if stream.write_all(command.as_bytes()).is_err() {
             return false;
         }
@@ -197,12 +192,15 @@ mod tests {
 
     #[test]
     fn parses_client_and_script_lines() {
-        let line = parse(r#"1796220702.807365 [0 127.0.0.1:52292] "EVALSHA" "ab" "1" "k:{a}" "m\"x y\n.1""#)
-            .expect("a line");
+        let line = parse(
+            r#"1796220702.807365 [0 127.0.0.1:52292] "EVALSHA" "ab" "1" "k:{a}" "m\"x y\n.1""#,
+        )
+        .expect("a line");
         assert_eq!(line.micros, 1_796_220_702_807_365);
         assert!(!line.lua);
         assert_eq!(line.args, ["EVALSHA", "ab", "1", "k:{a}", "m\"x y\n.1"]);
-        let line = parse(r#"1796220702.807472 [0 lua] "ZADD" "k" "NX" "17" "\x41""#).expect("a line");
+        let line =
+            parse(r#"1796220702.807472 [0 lua] "ZADD" "k" "NX" "17" "\x41""#).expect("a line");
         assert!(line.lua);
         assert_eq!(line.args, ["ZADD", "k", "NX", "17", "A"]);
     }

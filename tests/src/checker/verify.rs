@@ -25,7 +25,10 @@ enum Script {
 
 macro_rules! source {
     ($name:literal) => {
-        include_str!(concat!("../../../ratelimit-runtime/src/store/redis/", $name))
+        include_str!(concat!(
+            "../../../ratelimit-runtime/src/store/redis/",
+            $name
+        ))
     };
 }
 
@@ -35,11 +38,17 @@ fn known_scripts() -> HashMap<String, Script> {
     HashMap::from([
         (hash(source!("sliding_window.lua")), Script::One),
         (
-            hash(&format!("{counter}{}", source!("sliding_window_counter.lua"))),
+            hash(&format!(
+                "{counter}{}",
+                source!("sliding_window_counter.lua")
+            )),
             Script::Counter,
         ),
         (
-            hash(&format!("{counter}{}", source!("sliding_window_limits.lua"))),
+            hash(&format!(
+                "{counter}{}",
+                source!("sliding_window_limits.lua")
+            )),
             Script::Limits,
         ),
         (
@@ -47,7 +56,10 @@ fn known_scripts() -> HashMap<String, Script> {
             Script::Refund,
         ),
         (
-            hash(&format!("#!lua flags=no-writes\n{counter}{}", source!("peek.lua"))),
+            hash(&format!(
+                "#!lua flags=no-writes\n{counter}{}",
+                source!("peek.lua")
+            )),
             Script::Other,
         ),
         (
@@ -88,7 +100,11 @@ impl Run {
         let mut limits = HashMap::new();
         for (i, key) in self.keys.iter().enumerate() {
             let args = match self.script {
-                Script::One => LimitArgs { period: number(0), threshold: number(1), cost: 1 },
+                Script::One => LimitArgs {
+                    period: number(0),
+                    threshold: number(1),
+                    cost: 1,
+                },
                 Script::Counter => LimitArgs {
                     period: number(0),
                     threshold: number(1),
@@ -188,6 +204,8 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
     let mut log_refunds: HashMap<(String, String), (i64, bool)> = HashMap::new();
     let mut wipes = inputs.wipes.iter().copied().peekable();
     let mut one_counter = 0_u64;
+    // The (key, admission) pairs a check script of several limits ran for.
+    let mut checked: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     for run in &runs {
         while wipes.peek().is_some_and(|&wipe| wipe <= run.micros) {
             wipes.next();
@@ -201,7 +219,11 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
         }
         let limits = run.limits();
         let admission = run.admission().to_owned();
-        let resend = run.script == Script::Limits && run.argv.get(2).is_some_and(|a| a == "1");
+        if run.script == Script::Limits {
+            for key in &run.keys {
+                checked.insert((key.clone(), admission.clone()));
+            }
+        }
         for effect in &run.effects {
             let command = effect[0].to_ascii_uppercase();
             let Some(key) = effect.get(1) else { continue };
@@ -218,7 +240,10 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                     }
                 }
                 "ZREMRANGEBYSCORE" => {
-                    let upto = effect.get(3).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+                    let upto = effect
+                        .get(3)
+                        .and_then(|x| x.parse::<f64>().ok())
+                        .unwrap_or(0.0);
                     if let Some(log) = logs.get_mut(key) {
                         log.live.retain(|_, score| (*score as f64) > upto);
                     }
@@ -237,19 +262,33 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                         }
                         let score: u64 = score.parse().unwrap_or(0);
                         log.live.insert(member.clone(), score);
-                        log.by_member.entry(member.clone()).or_default().push(log.admissions.len());
-                        log.admissions.push(LogAdmission { score, epoch: log.epoch, refunded: false });
+                        log.by_member
+                            .entry(member.clone())
+                            .or_default()
+                            .push(log.admissions.len());
+                        log.admissions.push(LogAdmission {
+                            score,
+                            epoch: log.epoch,
+                            refunded: false,
+                        });
                         *server.entry(hot_key(key, inputs.prefix)).or_default() += 1;
                         if let Some((base, _)) = member.rsplit_once('.') {
-                            log_refunds.entry((key.clone(), base.to_owned())).or_default().0 += 1;
+                            log_refunds
+                                .entry((key.clone(), base.to_owned()))
+                                .or_default()
+                                .0 += 1;
                         }
                     }
                 }
                 "ZREM" => {
-                    let Some(limit) = limits.get(key.as_str()) else { continue };
+                    let Some(limit) = limits.get(key.as_str()) else {
+                        continue;
+                    };
                     for member in &effect[2..] {
                         let own = member.rsplit_once('.').is_some_and(|(base, j)| {
-                            base == admission && j.parse::<u64>().is_ok_and(|j| (1..=limit.cost).contains(&j))
+                            base == admission
+                                && j.parse::<u64>()
+                                    .is_ok_and(|j| (1..=limit.cost).contains(&j))
                         });
                         if run.script != Script::Refund || !own {
                             verdict.violation(format!(
@@ -261,12 +300,15 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                         }
                         let log = logs.entry(key.clone()).or_default();
                         if log.live.remove(member).is_some()
-                            && let Some(&last) = log.by_member.get(member).and_then(|all| all.last())
+                            && let Some(&last) =
+                                log.by_member.get(member).and_then(|all| all.last())
                         {
                             log.admissions[last].refunded = true;
                         }
                     }
-                    let entry = log_refunds.entry((key.clone(), admission.clone())).or_default();
+                    let entry = log_refunds
+                        .entry((key.clone(), admission.clone()))
+                        .or_default();
                     if entry.1 {
                         verdict.count("log refunds run twice (the second removes nothing)", 1);
                     } else {
@@ -276,7 +318,10 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                 }
                 "HSET" => {
                     let Some(limit) = limits.get(key.as_str()) else {
-                        verdict.violation(format!("a script wrote a counter it was not given ({})", hot_key(key, inputs.prefix)));
+                        verdict.violation(format!(
+                            "a script wrote a counter it was not given ({})",
+                            hot_key(key, inputs.prefix)
+                        ));
                         continue;
                     };
                     let window: u64 = effect
@@ -295,26 +340,39 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                 format!("one-{one_counter}")
                             };
                             let slot = (limit.period, id);
-                            if counter.admissions.get(&slot).is_some_and(|a| a.epoch == epoch) {
-                                verdict.count("counter calls counted twice after a resend (safe)", 1);
-                                let _ = resend;
+                            if counter
+                                .admissions
+                                .get(&slot)
+                                .is_some_and(|a| a.epoch == epoch)
+                            {
+                                verdict
+                                    .count("counter calls counted twice after a resend (safe)", 1);
                                 continue;
                             }
-                            counter.admissions.insert(slot, CounterAdmission {
-                                epoch,
-                                window,
-                                cost: limit.cost,
-                                refunded: false,
-                            });
-                            let entry = counter.windows.entry((epoch, limit.period, window)).or_default();
+                            counter.admissions.insert(
+                                slot,
+                                CounterAdmission {
+                                    epoch,
+                                    window,
+                                    cost: limit.cost,
+                                    refunded: false,
+                                },
+                            );
+                            let entry = counter
+                                .windows
+                                .entry((epoch, limit.period, window))
+                                .or_default();
                             entry.0 += limit.cost as i64;
                             entry.1 = limit.threshold;
                             *server.entry(hot).or_default() += limit.cost as i64;
                         }
                         Script::Refund => {
-                            let now: u64 = run.argv.get(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+                            let now: u64 =
+                                run.argv.get(1).and_then(|n| n.parse().ok()).unwrap_or(0);
                             let refunded_window = now / limit.period.max(1);
-                            let found = counter.admissions.get_mut(&(limit.period, admission.clone()));
+                            let found = counter
+                                .admissions
+                                .get_mut(&(limit.period, admission.clone()));
                             match found {
                                 Some(own)
                                     if own.epoch == epoch
@@ -331,10 +389,18 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                 }
                                 other => {
                                     let why = match other {
-                                        None => "its admission was never recorded there (the check \
-                                                 was denied or never ran)",
-                                        Some(own) if own.refunded => "its admission was refunded already",
-                                        Some(own) if own.epoch != epoch => "the counter was reset since",
+                                        None if checked
+                                            .contains(&(key.clone(), admission.clone())) =>
+                                        {
+                                            "its check ran there and recorded nothing (denied)"
+                                        }
+                                        None => "its check had not run there",
+                                        Some(own) if own.refunded => {
+                                            "its admission was refunded already"
+                                        }
+                                        Some(own) if own.epoch != epoch => {
+                                            "the counter was reset since"
+                                        }
                                         Some(_) => "its admission added to another window",
                                     };
                                     verdict.violation(format!(
@@ -361,7 +427,9 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
 /// The hot key of a Redis key (the prefix and a counter's suffix taken off).
 fn hot_key(key: &str, prefix: &str) -> String {
     let key = key.strip_prefix(prefix).unwrap_or(key);
-    key.strip_suffix(ratelimit_runtime_counter_suffix()).unwrap_or(key).to_owned()
+    key.strip_suffix(ratelimit_runtime_counter_suffix())
+        .unwrap_or(key)
+        .to_owned()
 }
 
 /// The counter's key suffix (`:swc`, the runtime's `COUNTER_SUFFIX`).
@@ -384,7 +452,11 @@ fn group(inputs: &Inputs<'_>, verdict: &mut Verdict) -> Vec<Run> {
                 continue;
             }
             runs.extend(current.take());
-            let command = line.args.first().map(|c| c.to_ascii_uppercase()).unwrap_or_default();
+            let command = line
+                .args
+                .first()
+                .map(|c| c.to_ascii_uppercase())
+                .unwrap_or_default();
             if !command.starts_with("EVAL") || line.args.len() < 3 {
                 continue;
             }
@@ -429,7 +501,10 @@ fn exactness(
     for (key, log) in logs {
         let mut by_epoch: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         for admission in log.admissions.iter().filter(|a| !a.refunded) {
-            by_epoch.entry(admission.epoch).or_default().push(admission.score);
+            by_epoch
+                .entry(admission.epoch)
+                .or_default()
+                .push(admission.score);
         }
         for scores in by_epoch.values_mut() {
             scores.sort_unstable();
