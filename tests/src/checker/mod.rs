@@ -415,7 +415,11 @@ async fn untimed_keys(servers: &Servers, prefix: &str) -> Vec<String> {
             );
         }
         Servers::Cluster(cluster) => {
+            // The masters: a replica answers a key's PTTL with MOVED.
             for node in 0..cluster.len() {
+                if cluster.slots_of(node).is_empty() {
+                    continue;
+                }
                 connections.push(cluster.connection(node).await);
             }
         }
