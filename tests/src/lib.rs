@@ -11,6 +11,7 @@
 //! nothing when it is idle.
 
 pub mod accuracy;
+pub mod checker;
 pub mod cluster;
 pub mod counting_alloc;
 pub mod either;

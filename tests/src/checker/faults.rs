@@ -1,0 +1,215 @@
+//! The servers of a topology and the faults injected into them: on a seeded schedule, each
+//! fault held until the injector ends it. Runs on a thread of its own (every step blocks:
+//! signals, processes, the proxy's orders).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::tap::{Line, Tap};
+use crate::TestRedis;
+use crate::accuracy::Rng;
+use crate::cluster::TestCluster;
+use crate::proxy::{Fault, FaultProxy};
+
+/// One `redis-server` behind a fault proxy, tapped directly (not through the proxy).
+pub(crate) struct Single {
+    redis: Mutex<TestRedis>,
+    pub(crate) proxy: FaultProxy,
+    taps: Mutex<Vec<Tap>>,
+    /// The lines of taps on servers since killed.
+    closed: Mutex<Vec<Line>>,
+    /// When (server µs) the server was killed: it lost everything then (no disk).
+    wipes: Mutex<Vec<u64>>,
+}
+
+/// The servers a topology runs on (one per run: their sizes do not matter).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Servers {
+    Single(Single),
+    Cluster(TestCluster),
+}
+
+impl Servers {
+    /// One server behind a proxy, tapped.
+    pub(crate) fn single() -> Servers {
+        let redis = TestRedis::start_private();
+        let proxy = FaultProxy::start(redis.address());
+        let tap = Tap::open(0, redis.address());
+        Servers::Single(Single {
+            redis: Mutex::new(redis),
+            proxy,
+            taps: Mutex::new(vec![tap]),
+            closed: Mutex::new(Vec::new()),
+            wipes: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A 3-master cluster (with a replica each when `replicas`), every node tapped.
+    pub(crate) fn cluster(replicas: bool) -> (Servers, Vec<Tap>) {
+        let cluster = if replicas {
+            TestCluster::start_with_replicas(3)
+        } else {
+            TestCluster::start(3)
+        };
+        let taps = cluster
+            .addresses()
+            .into_iter()
+            .enumerate()
+            .map(|(node, address)| Tap::open(node, address))
+            .collect();
+        (Servers::Cluster(cluster), taps)
+    }
+
+    /// The URLs limiters use.
+    pub(crate) fn urls(&self) -> Vec<String> {
+        match self {
+            Servers::Single(single) => vec![single.proxy.url()],
+            Servers::Cluster(cluster) => cluster.urls(),
+        }
+    }
+
+    /// Takes the single server's taps (the cluster's are kept by the caller), its closed
+    /// taps' lines and its wipes.
+    pub(crate) fn take_single_taps(&self) -> (Vec<Tap>, Vec<Line>, Vec<u64>) {
+        match self {
+            Servers::Single(single) => (
+                std::mem::take(&mut *single.taps.lock().expect("taps")),
+                std::mem::take(&mut *single.closed.lock().expect("closed taps")),
+                std::mem::take(&mut *single.wipes.lock().expect("wipes")),
+            ),
+            Servers::Cluster(_) => (Vec::new(), Vec::new(), Vec::new()),
+        }
+    }
+}
+
+/// Injects faults until `until`, drawn from `seed`; returns how many of each kind. Every
+/// fault is over when it returns.
+pub(crate) fn inject(
+    servers: &Servers,
+    seed: u64,
+    until: Instant,
+    failovers: bool,
+) -> BTreeMap<&'static str, u64> {
+    let mut rng = Rng::new(seed);
+    let mut counts = BTreeMap::new();
+    loop {
+        std::thread::sleep(Duration::from_millis(300 + rng.below(1_200)));
+        if Instant::now() >= until {
+            return counts;
+        }
+        let hold = Duration::from_millis(300 + rng.below(2_200));
+        let kind = match servers {
+            Servers::Single(single) => single_fault(single, &mut rng, hold),
+            Servers::Cluster(cluster) => cluster_fault(cluster, &mut rng, hold, failovers),
+        };
+        *counts.entry(kind).or_default() += 1;
+    }
+}
+
+/// One fault of the single server, held for `hold`.
+fn single_fault(single: &Single, rng: &mut Rng, hold: Duration) -> &'static str {
+    let proxy = &single.proxy;
+    let kind = match rng.below(6) {
+        0 | 1 => {
+            proxy.set(Fault::Stall);
+            "proxy stall"
+        }
+        2 => {
+            proxy.set(Fault::Delay(Duration::from_millis(50 + rng.below(400))));
+            "proxy delay"
+        }
+        3 => {
+            proxy.set(Fault::CutMidCall);
+            "proxy cut mid-call (reply lost)"
+        }
+        4 => {
+            proxy.set(Fault::Refuse);
+            "proxy refuse"
+        }
+        _ => {
+            restart(single, hold);
+            return "server killed and restarted";
+        }
+    };
+    std::thread::sleep(hold);
+    proxy.set(Fault::Pass);
+    kind
+}
+
+/// Kills the server, keeps it down for `down`, starts it again on its port and taps it
+/// before the proxy lets traffic through.
+fn restart(single: &Single, down: Duration) {
+    single.proxy.set(Fault::Stall);
+    let mut redis = single.redis.lock().expect("the server");
+    let address = redis.address();
+    redis.stop();
+    single
+        .wipes
+        .lock()
+        .expect("wipes")
+        .push(super::now_micros());
+    let old: Vec<Tap> = std::mem::take(&mut *single.taps.lock().expect("taps"));
+    for tap in old {
+        single
+            .closed
+            .lock()
+            .expect("closed taps")
+            .extend(tap.close());
+    }
+    std::thread::sleep(down);
+    let deadline = Instant::now() + crate::STATE_DEADLINE;
+    *redis = loop {
+        match TestRedis::start_on(address.port()) {
+            Ok(started) => break started,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "restart the server: {error}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    single
+        .taps
+        .lock()
+        .expect("taps")
+        .push(Tap::open(0, address));
+    single.proxy.set(Fault::Pass);
+}
+
+/// One fault of the cluster, held for `hold`: a master frozen, or (with `failovers`) a
+/// manual failover of a master to its replica.
+fn cluster_fault(
+    cluster: &TestCluster,
+    rng: &mut Rng,
+    hold: Duration,
+    failovers: bool,
+) -> &'static str {
+    let masters: Vec<usize> = (0..cluster.len())
+        .filter(|&node| cluster.is_alive(node) && !cluster.slots_of(node).is_empty())
+        .collect();
+    let master = masters[rng.below(masters.len() as u64) as usize];
+    if failovers && rng.below(3) == 0 {
+        let (slot, _) = cluster.slots_of(master)[0];
+        cluster.failover(cluster.replica_of(master));
+        let deadline = Instant::now() + crate::STATE_DEADLINE;
+        while cluster.node_for_slot(slot) == master {
+            assert!(
+                Instant::now() < deadline,
+                "failover of node {master} not done"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        return "master failed over (manual)";
+    }
+    // With replicas, a freeze stays below the node timeout (2 s), so that no automatic
+    // failover drops what the frozen master runs when thawed.
+    let hold = if failovers {
+        hold.min(Duration::from_millis(1_200))
+    } else {
+        hold
+    };
+    cluster.freeze(master);
+    std::thread::sleep(hold);
+    cluster.thaw(master);
+    "master frozen, then thawed"
+}

@@ -1,0 +1,559 @@
+//! A seeded randomized fault checker (in the spirit of Jepsen) for the limiter's promise: no
+//! limit ever admits more than its threshold in any window, whatever happens.
+//!
+//! [`run`] takes two topologies in turn, one `redis-server` behind a [`FaultProxy`] and a
+//! 3-master Redis Cluster (a replica each in the full-size run). On each it builds three
+//! limiters (three application servers) sharing one key prefix, failing `Closed`, `Open` and
+//! `Local`, each with a 1 s timeout (a busy 2-core machine never looks like a fault), and runs
+//! concurrent tasks drawing, from the seed, a mix of `check`, `check_n`, `check_all` (logs and
+//! sliding window counters, one cluster slot through `{u1}` or several), `check_permit` then a
+//! refund or not, `peek`, `until_ready` and `reset`, on nine hot limits of thresholds 3 to 10
+//! and periods of 1 to 5 s. Meanwhile a thread injects faults on a seeded schedule, each held
+//! until it ends it: proxy stall, delay, cut mid-call (the command ran, its reply is lost),
+//! refuse, the server killed and restarted on its port (without disk: it forgets everything);
+//! in the cluster a master frozen then thawed, and in the full run a manual failover.
+//!
+//! # Judged on what the servers recorded
+//!
+//! Every node is tapped with `MONITOR` before traffic starts (again after a restart, before
+//! the proxy lets traffic through). A script's commands show as `[<db> lua]` lines right after
+//! its `EVALSHA`/`EVAL` line, which names the script (by the SHA1 of the runtime's own
+//! sources) and carries its arguments; a replica's replicated commands show with its master's
+//! address, so counting only script lines counts each command once. From them:
+//!
+//! - **Exactness of logs**: each `ZADD ... NX <score> <member>` that added a member is an
+//!   admission at server time `<score>`; a refund's `ZREM` of it takes it back; a `DEL` of the
+//!   key (a reset) or a restart forgets what came before. In every key, every window
+//!   `(t − P, t]` holds at most the threshold of the admissions not taken back since the last
+//!   reset.
+//! - **Exactness of counters**: a check's `HSET` of a counter's field adds the check's cost to
+//!   the fixed window its value names; a refund takes its cost from the window of its check's
+//!   time only when that admission added to that window (same key, period, since the last
+//!   reset, once). Per key, period and window, the cost admitted and not taken back is at
+//!   most the threshold. (The sliding estimate's bound, `counter.rs`'s, is not judged: the
+//!   check's time is not in what the tap shows of a counter check, only the tap's own clock.)
+//! - **Refunds**: a refund removes only members `<admission>.<j>` (`j` up to its cost) of its
+//!   own admission, and a counter refund subtracts only from a window its admission added to,
+//!   at most once.
+//! - **Denied calls record nothing**: per key, what the servers hold (recorded, refunds taken
+//!   off) is at most what the application servers were told was admitted, plus the cost of
+//!   the calls whose outcome they could not know (errors, the failure policy's answers, and
+//!   denials of checks across cluster slots: a reservation a refund could not reach stays).
+//! - **State**: after quiet, every key under the prefix has a TTL.
+//! - **Liveness**: every call returned within its timeout (twice for two round trips: across
+//!   cluster slots, a reset of a log and counter in two slots; plus a wait's own limit) and
+//!   500 ms; no task panicked.
+//!
+//! # Documented exceptions, and the rules that exclude them
+//!
+//! - Calls answered by the failure policy (`Decision::answered_by_policy`: `Open`'s and
+//!   `Local`'s admissions) record nothing in Redis: the tap never sees them. Counted.
+//! - A call of counters only, resent after its connection closed mid-call, may be counted
+//!   twice (it over-counts, which is safe): a second `HSET` of one admission is not counted
+//!   again. Counted.
+//! - Replication lost on a failover: the full run fails over by hand (`CLUSTER FAILOVER`,
+//!   which waits for the replica to catch up) and keeps frozen masters below the node timeout,
+//!   so nothing is lost, and its cluster limiters wait for their replica
+//!   (`wait_for_replicas`). A failover that loses writes (a master killed) is not injected.
+//!
+//! A failing run panics with its seed and the command that replays it
+//! ([`Report::assert_clean`]).
+//!
+//! [`FaultProxy`]: crate::proxy::FaultProxy
+
+mod faults;
+mod ops;
+mod tap;
+mod verify;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ratelimit_runtime::{Algorithm, FailurePolicy, Limiter, Rate};
+
+use self::faults::Servers;
+use self::ops::{Hot, Kind, Outcome, Record, Traffic};
+use self::tap::{Line, Tap};
+
+/// The variable that fixes the CI run's seed.
+pub const SEED_VARIABLE: &str = "RATELIMIT_CHECKER_SEED";
+
+/// The limiters' timeout (≥ 1 s: a busy 2-core machine's starvation is not a fault).
+const TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Traffic tasks per limiter.
+const TASKS_PER_LIMITER: usize = 3;
+
+/// A run's size and seed.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Draws the operations and the faults.
+    pub seed: u64,
+    /// Traffic per topology.
+    pub traffic: Duration,
+    /// Replicas and failovers in the cluster.
+    pub full: bool,
+    /// The command that replays this run, for a failure's message.
+    pub replay: String,
+}
+
+/// What one topology's run did and found.
+#[derive(Debug, Default)]
+pub struct TopologyReport {
+    /// `single server` or `cluster`.
+    pub name: String,
+    /// Calls per kind, then per outcome.
+    pub operations: BTreeMap<&'static str, BTreeMap<&'static str, u64>>,
+    /// Faults injected, per kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Documented exceptions and notable events, counted.
+    pub exceptions: BTreeMap<&'static str, u64>,
+    /// What broke the promise.
+    pub violations: Vec<String>,
+    /// Wall time, servers included.
+    pub took: Duration,
+}
+
+/// A run's report.
+#[derive(Debug)]
+pub struct Report {
+    /// The run's configuration.
+    pub config: Config,
+    /// One per topology.
+    pub topologies: Vec<TopologyReport>,
+    /// Wall time in all.
+    pub took: Duration,
+}
+
+impl Report {
+    /// How many violations were found.
+    #[must_use]
+    pub fn violations(&self) -> usize {
+        self.topologies.iter().map(|t| t.violations.len()).sum()
+    }
+
+    /// Panics when a violation was found, with the report, the seed and the command that
+    /// replays the run.
+    ///
+    /// # Panics
+    ///
+    /// When [`Report::violations`] is not 0.
+    pub fn assert_clean(&self) {
+        assert!(
+            self.violations() == 0,
+            "{self}\nthe fault checker found {} violation(s) with seed {}; replay: {}",
+            self.violations(),
+            self.config.seed,
+            self.config.replay
+        );
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "fault checker, seed {} ({} s of traffic per topology{}), {:.1} s in all",
+            self.config.seed,
+            self.config.traffic.as_secs(),
+            if self.config.full { ", full size" } else { "" },
+            self.took.as_secs_f64()
+        )?;
+        for topology in &self.topologies {
+            writeln!(
+                f,
+                "== {} ({:.1} s)",
+                topology.name,
+                topology.took.as_secs_f64()
+            )?;
+            for (kind, outcomes) in &topology.operations {
+                let total: u64 = outcomes.values().sum();
+                let detail: Vec<String> =
+                    outcomes.iter().map(|(o, n)| format!("{o} {n}")).collect();
+                writeln!(f, "  op {kind}: {total} ({})", detail.join(", "))?;
+            }
+            for (fault, n) in &topology.faults {
+                writeln!(f, "  fault {fault}: {n}")?;
+            }
+            for (exception, n) in &topology.exceptions {
+                writeln!(f, "  {exception}: {n}")?;
+            }
+            writeln!(f, "  violations: {}", topology.violations.len())?;
+            for violation in topology.violations.iter().take(50) {
+                writeln!(f, "    - {violation}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A seed for a run: `RATELIMIT_CHECKER_SEED`, or drawn from the clock.
+///
+/// # Panics
+///
+/// When the variable is set but is not a number.
+#[must_use]
+pub fn seed_from_env() -> u64 {
+    match std::env::var(SEED_VARIABLE) {
+        Ok(seed) if !seed.is_empty() => seed
+            .parse()
+            .unwrap_or_else(|_| panic!("{SEED_VARIABLE}={seed:?} is not a number")),
+        _ => now_micros() % 1_000_000_007,
+    }
+}
+
+/// Runs the checker: the single server, then the cluster.
+///
+/// # Panics
+///
+/// When the servers cannot be started, a limiter cannot be built or connect, or a tap does
+/// not catch up (a fault of the harness, not a violation).
+pub async fn run(config: Config) -> Report {
+    let started = Instant::now();
+    let single = run_topology(&config, false).await;
+    let cluster = run_topology(&config, true).await;
+    Report {
+        config,
+        topologies: vec![single, cluster],
+        took: started.elapsed(),
+    }
+}
+
+/// Server time as the taps read it: µs since the Unix epoch (one machine, one clock).
+pub(crate) fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros() as u64)
+}
+
+/// A number never handed out twice in this process (tap markers).
+pub(crate) fn next_marker() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Starts a topology's servers (blocking work, off the runtime's threads).
+async fn start(cluster: bool, full: bool) -> (Servers, Vec<Tap>) {
+    tokio::task::spawn_blocking(move || {
+        if cluster {
+            Servers::cluster(full)
+        } else {
+            (Servers::single(), Vec::new())
+        }
+    })
+    .await
+    .expect("start the servers")
+}
+
+/// Three limiters on `servers`, sharing `prefix`.
+async fn limiters(servers: &Servers, prefix: &str, cluster: bool, full: bool) -> Vec<Limiter> {
+    let policies = [
+        FailurePolicy::Closed,
+        FailurePolicy::Open,
+        FailurePolicy::Local,
+    ];
+    let mut limiters = Vec::new();
+    for (i, policy) in policies.into_iter().enumerate() {
+        let builder = Limiter::builder()
+            .key_prefix(prefix)
+            .failure_policy(policy)
+            .timeout(TIMEOUT);
+        let builder = if cluster {
+            builder.redis_cluster(servers.urls())
+        } else {
+            builder.redis_url(&servers.urls()[0])
+        };
+        let builder = builder.deny_cache(i % 2 == 0);
+        let builder = if cluster && full {
+            builder.wait_for_replicas(1, Duration::from_millis(400))
+        } else {
+            builder
+        };
+        limiters.push(builder.build().await.expect("build a limiter"));
+    }
+    for limiter in &limiters {
+        crate::connected(limiter, "checker-warm-up").await;
+    }
+    limiters
+}
+
+async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
+    let started = Instant::now();
+    let name = if cluster { "cluster" } else { "single server" };
+    let seed = config.seed.wrapping_mul(2).wrapping_add(u64::from(cluster));
+    let (servers, cluster_taps) = start(cluster, config.full).await;
+    let prefix = crate::unique_prefix(if cluster {
+        "checker-cluster"
+    } else {
+        "checker-single"
+    });
+    let limiters = limiters(&servers, &prefix, cluster, config.full).await;
+    let epoch = Instant::now();
+    let traffic = Arc::new(Traffic {
+        limiters,
+        hot: ops::hot_limits(),
+        cluster,
+        timeout: TIMEOUT,
+        epoch,
+        records: Mutex::new(Vec::new()),
+    });
+    let until = epoch + config.traffic;
+    let servers = Arc::new(servers);
+    let injector = std::thread::spawn({
+        let servers = Arc::clone(&servers);
+        let full = config.full;
+        move || faults::inject(&servers, seed ^ 0x5eed_fa17, until, full)
+    });
+    let mut tasks = Vec::new();
+    for task in 0..traffic.limiters.len() * TASKS_PER_LIMITER {
+        let traffic = Arc::clone(&traffic);
+        let seed = seed.wrapping_mul(31).wrapping_add(task as u64);
+        tasks.push(tokio::spawn(traffic.run_task(task, seed, until)));
+    }
+    let mut violations = Vec::new();
+    for task in tasks {
+        if let Err(error) = task.await {
+            violations.push(format!("liveness: a traffic task failed: {error}"));
+        }
+    }
+    let faults = tokio::task::spawn_blocking(move || injector.join())
+        .await
+        .expect("join the injector")
+        .unwrap_or_else(|_| panic!("the fault injector panicked (seed {})", config.seed));
+    // Quiet: what a timed-out call handed to the runtime (its run, its refund) ends within
+    // the timeout of each of its two round trips.
+    tokio::time::sleep(2 * TIMEOUT + Duration::from_millis(500)).await;
+    violations.extend(untimed_keys(&servers, &prefix).await);
+    let (single_taps, closed, wipes) = servers.take_single_taps();
+    let mut taps: Vec<(usize, Vec<Line>)> = Vec::new();
+    if !closed.is_empty() {
+        taps.push((0, closed));
+    }
+    for tap in single_taps.into_iter().chain(cluster_taps) {
+        let node = tap.node;
+        let synced = tokio::task::block_in_place(|| tap.sync(crate::STATE_DEADLINE));
+        assert!(synced, "the tap on node {node} did not catch up");
+        taps.push((node, tap.close()));
+    }
+    let records = traffic.records.lock().expect("the records").clone();
+    let verdict = verify::judge(&verify::Inputs {
+        taps,
+        wipes,
+        records: &records,
+        hot: &traffic.hot,
+        prefix: &prefix,
+    });
+    violations.extend(verdict.violations);
+    let mut exceptions = verdict.exceptions;
+    violations.extend(liveness(&records));
+    let mut operations: BTreeMap<&'static str, BTreeMap<&'static str, u64>> = BTreeMap::new();
+    for record in &records {
+        let outcome = match record.outcome {
+            Outcome::Admitted => "admitted",
+            Outcome::Denied => "denied",
+            Outcome::Policy { allowed: true } => "policy admitted",
+            Outcome::Policy { allowed: false } => "policy denied",
+            Outcome::Error => "error",
+            Outcome::Done => "done",
+        };
+        *operations
+            .entry(record.kind.name())
+            .or_default()
+            .entry(outcome)
+            .or_default() += 1;
+        if matches!(record.outcome, Outcome::Policy { .. }) {
+            *exceptions
+                .entry("answered by the failure policy (recorded nothing in Redis)")
+                .or_default() += 1;
+        }
+    }
+    drop(traffic);
+    drop(servers);
+    TopologyReport {
+        name: name.to_owned(),
+        operations,
+        faults,
+        exceptions,
+        violations,
+        took: started.elapsed(),
+    }
+}
+
+/// Every call returned within its bound.
+fn liveness(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|record| record.took > record.bound)
+        .map(|record| {
+            format!(
+                "liveness: {} by limiter {} started at {:.3} s took {:?} (bound {:?})",
+                record.kind.name(),
+                record.limiter,
+                record.started.as_secs_f64(),
+                record.took,
+                record.bound
+            )
+        })
+        .collect()
+}
+
+/// The keys under `prefix` without a TTL, after quiet.
+async fn untimed_keys(servers: &Servers, prefix: &str) -> Vec<String> {
+    let mut connections = Vec::new();
+    match servers {
+        Servers::Single(single) => {
+            let url = format!("redis://{}/", single.proxy.upstream());
+            let client = redis::Client::open(url).expect("a URL");
+            connections.push(
+                client
+                    .get_multiplexed_async_connection_with_config(&crate::inspection_config())
+                    .await
+                    .expect("connect to the server"),
+            );
+        }
+        Servers::Cluster(cluster) => {
+            // The masters: a replica answers a key's PTTL with MOVED.
+            for node in 0..cluster.len() {
+                if cluster.slots_of(node).is_empty() {
+                    continue;
+                }
+                connections.push(cluster.connection(node).await);
+            }
+        }
+    }
+    let mut violations = Vec::new();
+    for mut connection in connections {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query_async(&mut connection)
+            .await
+            .expect("list the keys");
+        for key in keys {
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(&key)
+                .query_async(&mut connection)
+                .await
+                .expect("PTTL");
+            if ttl == -1 {
+                let key = key.strip_prefix(prefix).unwrap_or(&key);
+                violations.push(format!("state: key {key} has no TTL after quiet"));
+            }
+        }
+    }
+    violations
+}
+
+/// The focused scenario that the counter's background refund of a timed-out check breaks
+/// (threshold 10: a check of cost 10 admitted, a check of cost 5 stalled past the timeout and
+/// refunded once the stall ends, then a check of cost 5): on the single server, judged as
+/// [`run`] judges.
+///
+/// # Panics
+///
+/// When the server, its proxy or its tap cannot be started, or the limiter built.
+pub async fn stalled_counter_refund(config: Config) -> Report {
+    let started = Instant::now();
+    let (servers, _) = start(false, false).await;
+    let Servers::Single(single) = &servers else {
+        unreachable!("a single server")
+    };
+    let prefix = crate::unique_prefix("checker-focused");
+    let limiter = Limiter::builder()
+        .redis_url(single.proxy.url())
+        .key_prefix(&prefix)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(TIMEOUT)
+        .deny_cache(false)
+        .build()
+        .await
+        .expect("build a limiter");
+    crate::connected(&limiter, "checker-warm-up").await;
+    let period = Duration::from_secs(10);
+    let rate = Rate::new(10, period)
+        .expect("a valid rate")
+        .with_algorithm(Algorithm::SlidingWindowCounter);
+    let hot = vec![Hot {
+        key: "ctr:focused",
+        rate,
+    }];
+    // Start early in a fixed window, so that the three checks share it.
+    let within = now_micros() % period.as_micros() as u64;
+    if within > 4_000_000 {
+        tokio::time::sleep(Duration::from_micros(period.as_micros() as u64 - within)).await;
+    }
+    let epoch = Instant::now();
+    let mut records = Vec::new();
+    let mut call = async |cost: u32, stall: bool| {
+        if stall {
+            single.proxy.set(crate::proxy::Fault::Stall);
+        }
+        let begun = Instant::now();
+        let outcome = ops::decided(limiter.check_n(hot[0].key, rate, cost).await);
+        records.push(Record {
+            kind: Kind::CheckN,
+            limiter: 0,
+            limits: vec![(0, cost)],
+            cross_slot: false,
+            outcome,
+            started: begun - epoch,
+            took: begun.elapsed(),
+            bound: TIMEOUT + Duration::from_millis(500),
+        });
+        if stall {
+            single.proxy.set(crate::proxy::Fault::Pass);
+            // What the runtime does in the background about the timed-out call (its
+            // refund) ends within the timeout.
+            tokio::time::sleep(2 * TIMEOUT).await;
+        }
+    };
+    call(10, false).await;
+    call(5, true).await;
+    call(5, false).await;
+    let (taps, _, _) = servers.take_single_taps();
+    let mut lines = Vec::new();
+    for tap in taps {
+        assert!(tokio::task::block_in_place(
+            || tap.sync(crate::STATE_DEADLINE)
+        ));
+        lines.push((tap.node, tap.close()));
+    }
+    let verdict = verify::judge(&verify::Inputs {
+        taps: lines,
+        wipes: Vec::new(),
+        records: &records,
+        hot: &hot,
+        prefix: &prefix,
+    });
+    let mut operations: BTreeMap<&'static str, BTreeMap<&'static str, u64>> = BTreeMap::new();
+    for record in &records {
+        let outcome = match record.outcome {
+            Outcome::Admitted => "admitted",
+            Outcome::Denied => "denied",
+            Outcome::Error => "error",
+            _ => "other",
+        };
+        *operations
+            .entry("check_n")
+            .or_default()
+            .entry(outcome)
+            .or_default() += 1;
+    }
+    let mut violations = verdict.violations;
+    violations.extend(liveness(&records));
+    let topology = TopologyReport {
+        name: "single server, focused: a stalled counter check's refund".to_owned(),
+        operations,
+        faults: BTreeMap::from([("proxy stall", 1)]),
+        exceptions: verdict.exceptions,
+        violations,
+        took: started.elapsed(),
+    };
+    Report {
+        config,
+        topologies: vec![topology],
+        took: started.elapsed(),
+    }
+}

@@ -1,0 +1,591 @@
+//! The judgement: rebuilds, from the taps' lines, what every script recorded and took back,
+//! and checks it against the promise (exactness per window), the refund rules, and what the
+//! application servers were told (a denied call records nothing).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use super::ops::{Hot, Kind, Outcome, Record};
+use super::tap::Line;
+
+/// The scripts the runtime sends, recognised by their SHA1 (of the very sources it compiles).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Script {
+    /// `sliding_window.lua`: one log at cost 1.
+    One,
+    /// `sliding_window_counter.lua`: one counter at cost 1.
+    Counter,
+    /// `sliding_window_limits.lua`: several limits, costs.
+    Limits,
+    /// `refund.lua`.
+    Refund,
+    /// `peek.lua` (both variants), `reset.lua`: nothing to account, `DEL`s aside.
+    Other,
+}
+
+macro_rules! source {
+    ($name:literal) => {
+        include_str!(concat!(
+            "../../../ratelimit-runtime/src/store/redis/",
+            $name
+        ))
+    };
+}
+
+fn known_scripts() -> HashMap<String, Script> {
+    let counter = source!("counter.lua");
+    let hash = |text: &str| redis::Script::new(text).get_hash().to_owned();
+    HashMap::from([
+        (hash(source!("sliding_window.lua")), Script::One),
+        (
+            hash(&format!(
+                "{counter}{}",
+                source!("sliding_window_counter.lua")
+            )),
+            Script::Counter,
+        ),
+        (
+            hash(&format!(
+                "{counter}{}",
+                source!("sliding_window_limits.lua")
+            )),
+            Script::Limits,
+        ),
+        (
+            hash(&format!("{counter}{}", source!("refund.lua"))),
+            Script::Refund,
+        ),
+        (
+            hash(&format!(
+                "#!lua flags=no-writes\n{counter}{}",
+                source!("peek.lua")
+            )),
+            Script::Other,
+        ),
+        (
+            hash(&format!("{counter}{}", source!("peek.lua"))),
+            Script::Other,
+        ),
+        (hash(source!("reset.lua")), Script::Other),
+    ])
+}
+
+/// One script run on a node: its call line and the commands it ran.
+struct Run {
+    micros: u64,
+    node: usize,
+    script: Script,
+    keys: Vec<String>,
+    argv: Vec<String>,
+    effects: Vec<Vec<String>>,
+}
+
+/// A limit of a script run, from its arguments.
+#[derive(Clone, Debug)]
+struct LimitArgs {
+    period: u64,
+    threshold: u64,
+    cost: u64,
+}
+
+impl Run {
+    /// The admission name (several limits, refunds).
+    fn admission(&self) -> &str {
+        self.argv.first().map_or("", String::as_str)
+    }
+
+    /// Each key's limit, from the arguments.
+    fn limits(&self) -> HashMap<&str, LimitArgs> {
+        let number = |i: usize| self.argv.get(i).and_then(|a| a.parse().ok()).unwrap_or(0);
+        let mut limits = HashMap::new();
+        for (i, key) in self.keys.iter().enumerate() {
+            let args = match self.script {
+                Script::One => LimitArgs {
+                    period: number(0),
+                    threshold: number(1),
+                    cost: 1,
+                },
+                Script::Counter => LimitArgs {
+                    period: number(0),
+                    threshold: number(1),
+                    cost: number(2),
+                },
+                Script::Limits => LimitArgs {
+                    period: number(3 + 3 * i),
+                    threshold: number(4 + 3 * i),
+                    cost: number(5 + 3 * i),
+                },
+                Script::Refund => LimitArgs {
+                    cost: number(2 + 3 * i),
+                    period: number(3 + 3 * i),
+                    threshold: number(4 + 3 * i),
+                },
+                Script::Other => continue,
+            };
+            limits.insert(key.as_str(), args);
+        }
+        limits
+    }
+}
+
+/// What the taps and the records showed, and what was wrong.
+#[derive(Default)]
+pub(crate) struct Verdict {
+    pub(crate) violations: Vec<String>,
+    /// Documented exceptions and notable events, counted.
+    pub(crate) exceptions: BTreeMap<&'static str, u64>,
+}
+
+impl Verdict {
+    fn violation(&mut self, text: String) {
+        self.violations.push(text);
+    }
+
+    fn count(&mut self, what: &'static str, n: u64) {
+        *self.exceptions.entry(what).or_default() += n;
+    }
+}
+
+/// A log admission as the server recorded it.
+struct LogAdmission {
+    score: u64,
+    epoch: u32,
+    refunded: bool,
+}
+
+#[derive(Default)]
+struct LogKey {
+    period: u64,
+    threshold: u64,
+    epoch: u32,
+    /// Members in the set now (as far as the tap tells), with their scores.
+    live: HashMap<String, u64>,
+    admissions: Vec<LogAdmission>,
+    /// The admissions of each member (a member evicted and added again is two).
+    by_member: HashMap<String, Vec<usize>>,
+}
+
+/// A counter admission: which window it added to, and how much.
+struct CounterAdmission {
+    epoch: u32,
+    window: u64,
+    cost: u64,
+    refunded: bool,
+}
+
+#[derive(Default)]
+struct CounterKey {
+    epoch: u32,
+    admissions: HashMap<(u64, String), CounterAdmission>,
+    /// Cost admitted and not taken back, per (epoch, period, window).
+    windows: BTreeMap<(u32, u64, u64), (i64, u64)>,
+}
+
+/// The inputs of a judgement.
+pub(crate) struct Inputs<'a> {
+    /// Each node's lines.
+    pub(crate) taps: Vec<(usize, Vec<Line>)>,
+    /// Times (µs) at which the (single) server lost everything (a restart without disk).
+    pub(crate) wipes: Vec<u64>,
+    pub(crate) records: &'a [Record],
+    pub(crate) hot: &'a [Hot],
+    pub(crate) prefix: &'a str,
+}
+
+/// Judges a topology's run.
+pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
+    let mut verdict = Verdict::default();
+    let runs = group(inputs, &mut verdict);
+    let mut logs: HashMap<String, LogKey> = HashMap::new();
+    let mut counters: HashMap<String, CounterKey> = HashMap::new();
+    // Cost recorded and not refunded, per hot key, as the server shows it.
+    let mut server: HashMap<String, i64> = HashMap::new();
+    // Per (key, admission): members recorded, and whether a refund ran for it.
+    let mut log_refunds: HashMap<(String, String), (i64, bool)> = HashMap::new();
+    let mut wipes = inputs.wipes.iter().copied().peekable();
+    let mut one_counter = 0_u64;
+    // The (key, admission) pairs a check script of several limits ran for.
+    let mut checked: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+    for run in &runs {
+        while wipes.peek().is_some_and(|&wipe| wipe <= run.micros) {
+            wipes.next();
+            for log in logs.values_mut() {
+                log.epoch += 1;
+                log.live.clear();
+            }
+            for counter in counters.values_mut() {
+                counter.epoch += 1;
+            }
+        }
+        let limits = run.limits();
+        let admission = run.admission().to_owned();
+        if run.script == Script::Limits {
+            for key in &run.keys {
+                checked.insert((key.clone(), admission.clone()));
+            }
+        }
+        for effect in &run.effects {
+            let command = effect[0].to_ascii_uppercase();
+            let Some(key) = effect.get(1) else { continue };
+            match command.as_str() {
+                "DEL" | "UNLINK" => {
+                    for key in &effect[1..] {
+                        if let Some(log) = logs.get_mut(key) {
+                            log.epoch += 1;
+                            log.live.clear();
+                        }
+                        if let Some(counter) = counters.get_mut(key) {
+                            counter.epoch += 1;
+                        }
+                    }
+                }
+                "ZREMRANGEBYSCORE" => {
+                    let upto = effect
+                        .get(3)
+                        .and_then(|x| x.parse::<f64>().ok())
+                        .unwrap_or(0.0);
+                    if let Some(log) = logs.get_mut(key) {
+                        log.live.retain(|_, score| (*score as f64) > upto);
+                    }
+                }
+                "ZADD" => {
+                    let log = logs.entry(key.clone()).or_default();
+                    if let Some(limit) = limits.get(key.as_str()) {
+                        log.period = limit.period;
+                        log.threshold = limit.threshold;
+                    }
+                    for pair in effect[3..].chunks(2) {
+                        let [score, member] = pair else { continue };
+                        if log.live.contains_key(member) {
+                            verdict.count("log calls resent and recognised (counted once)", 1);
+                            continue;
+                        }
+                        let score: u64 = score.parse().unwrap_or(0);
+                        log.live.insert(member.clone(), score);
+                        log.by_member
+                            .entry(member.clone())
+                            .or_default()
+                            .push(log.admissions.len());
+                        log.admissions.push(LogAdmission {
+                            score,
+                            epoch: log.epoch,
+                            refunded: false,
+                        });
+                        *server.entry(hot_key(key, inputs.prefix)).or_default() += 1;
+                        if let Some((base, _)) = member.rsplit_once('.') {
+                            log_refunds
+                                .entry((key.clone(), base.to_owned()))
+                                .or_default()
+                                .0 += 1;
+                        }
+                    }
+                }
+                "ZREM" => {
+                    let Some(limit) = limits.get(key.as_str()) else {
+                        continue;
+                    };
+                    for member in &effect[2..] {
+                        let own = member.rsplit_once('.').is_some_and(|(base, j)| {
+                            base == admission
+                                && j.parse::<u64>()
+                                    .is_ok_and(|j| (1..=limit.cost).contains(&j))
+                        });
+                        if run.script != Script::Refund || !own {
+                            verdict.violation(format!(
+                                "refund: a script removed a member that is not its own admission's \
+                                 (key {}, node {})",
+                                hot_key(key, inputs.prefix),
+                                run.node
+                            ));
+                        }
+                        let log = logs.entry(key.clone()).or_default();
+                        if log.live.remove(member).is_some()
+                            && let Some(&last) =
+                                log.by_member.get(member).and_then(|all| all.last())
+                        {
+                            log.admissions[last].refunded = true;
+                        }
+                    }
+                    let entry = log_refunds
+                        .entry((key.clone(), admission.clone()))
+                        .or_default();
+                    if entry.1 {
+                        verdict.count("log refunds run twice (the second removes nothing)", 1);
+                    } else {
+                        entry.1 = true;
+                        *server.entry(hot_key(key, inputs.prefix)).or_default() -= entry.0;
+                    }
+                }
+                "HSET" => {
+                    let Some(limit) = limits.get(key.as_str()) else {
+                        verdict.violation(format!(
+                            "a script wrote a counter it was not given ({})",
+                            hot_key(key, inputs.prefix)
+                        ));
+                        continue;
+                    };
+                    let window: u64 = effect
+                        .get(3)
+                        .and_then(|value| value.split(' ').next()?.parse().ok())
+                        .unwrap_or(0);
+                    let counter = counters.entry(key.clone()).or_default();
+                    let epoch = counter.epoch;
+                    let hot = hot_key(key, inputs.prefix);
+                    match run.script {
+                        Script::One | Script::Counter | Script::Limits => {
+                            let id = if run.script == Script::Limits {
+                                admission.clone()
+                            } else {
+                                one_counter += 1;
+                                format!("one-{one_counter}")
+                            };
+                            let slot = (limit.period, id);
+                            if counter
+                                .admissions
+                                .get(&slot)
+                                .is_some_and(|a| a.epoch == epoch)
+                            {
+                                verdict
+                                    .count("counter calls counted twice after a resend (safe)", 1);
+                                continue;
+                            }
+                            counter.admissions.insert(
+                                slot,
+                                CounterAdmission {
+                                    epoch,
+                                    window,
+                                    cost: limit.cost,
+                                    refunded: false,
+                                },
+                            );
+                            let entry = counter
+                                .windows
+                                .entry((epoch, limit.period, window))
+                                .or_default();
+                            entry.0 += limit.cost as i64;
+                            entry.1 = limit.threshold;
+                            *server.entry(hot).or_default() += limit.cost as i64;
+                        }
+                        Script::Refund => {
+                            let now: u64 =
+                                run.argv.get(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+                            let refunded_window = now / limit.period.max(1);
+                            let found = counter
+                                .admissions
+                                .get_mut(&(limit.period, admission.clone()));
+                            match found {
+                                Some(own)
+                                    if own.epoch == epoch
+                                        && own.window == refunded_window
+                                        && !own.refunded =>
+                                {
+                                    own.refunded = true;
+                                    let entry = counter
+                                        .windows
+                                        .entry((epoch, limit.period, own.window))
+                                        .or_default();
+                                    entry.0 -= own.cost as i64;
+                                    *server.entry(hot).or_default() -= own.cost as i64;
+                                }
+                                other => {
+                                    let why = match other {
+                                        None if checked
+                                            .contains(&(key.clone(), admission.clone())) =>
+                                        {
+                                            "its check ran there and recorded nothing (denied)"
+                                        }
+                                        None => "its check had not run there",
+                                        Some(own) if own.refunded => {
+                                            "its admission was refunded already"
+                                        }
+                                        Some(own) if own.epoch != epoch => {
+                                            "the counter was reset since"
+                                        }
+                                        Some(_) => "its admission added to another window",
+                                    };
+                                    verdict.violation(format!(
+                                        "refund: a counter refund took {} from {hot} (period {} s, \
+                                         window {refunded_window}), but {why}",
+                                        limit.cost,
+                                        limit.period / 1_000_000
+                                    ));
+                                }
+                            }
+                        }
+                        Script::Other => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    exactness(&logs, &counters, inputs.prefix, &mut verdict);
+    accounting(inputs, &server, &mut verdict);
+    verdict
+}
+
+/// The hot key of a Redis key (the prefix and a counter's suffix taken off).
+fn hot_key(key: &str, prefix: &str) -> String {
+    let key = key.strip_prefix(prefix).unwrap_or(key);
+    key.strip_suffix(ratelimit_runtime_counter_suffix())
+        .unwrap_or(key)
+        .to_owned()
+}
+
+/// The counter's key suffix (`:swc`, the runtime's `COUNTER_SUFFIX`).
+const fn ratelimit_runtime_counter_suffix() -> &'static str {
+    ":swc"
+}
+
+/// Groups each node's lines into script runs, merged across nodes in server time.
+fn group(inputs: &Inputs<'_>, verdict: &mut Verdict) -> Vec<Run> {
+    let known = known_scripts();
+    let mut runs = Vec::new();
+    for (node, lines) in &inputs.taps {
+        let mut current: Option<Run> = None;
+        for line in lines {
+            if line.lua {
+                match current.as_mut() {
+                    Some(run) => run.effects.push(line.args.clone()),
+                    None => verdict.count("script commands without their call line", 1),
+                }
+                continue;
+            }
+            runs.extend(current.take());
+            let command = line
+                .args
+                .first()
+                .map(|c| c.to_ascii_uppercase())
+                .unwrap_or_default();
+            if !command.starts_with("EVAL") || line.args.len() < 3 {
+                continue;
+            }
+            let sha = if command.starts_with("EVALSHA") {
+                line.args[1].to_ascii_lowercase()
+            } else {
+                redis::Script::new(&line.args[1]).get_hash().to_owned()
+            };
+            let Some(&script) = known.get(&sha) else {
+                verdict.violation(format!(
+                    "a script the checker does not know ran on node {node} (sha {sha}): the \
+                     checker is out of date"
+                ));
+                continue;
+            };
+            let keys: usize = line.args[2].parse().unwrap_or(0);
+            let rest = &line.args[3.min(line.args.len())..];
+            let keys = keys.min(rest.len());
+            current = Some(Run {
+                micros: line.micros,
+                node: *node,
+                script,
+                keys: rest[..keys].to_vec(),
+                argv: rest[keys..].to_vec(),
+                effects: Vec::new(),
+            });
+        }
+        runs.extend(current.take());
+    }
+    // Stable: a node's own order stands where times tie.
+    runs.sort_by_key(|run| run.micros);
+    runs
+}
+
+/// No window holds more than its threshold.
+fn exactness(
+    logs: &HashMap<String, LogKey>,
+    counters: &HashMap<String, CounterKey>,
+    prefix: &str,
+    verdict: &mut Verdict,
+) {
+    for (key, log) in logs {
+        let mut by_epoch: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for admission in log.admissions.iter().filter(|a| !a.refunded) {
+            by_epoch
+                .entry(admission.epoch)
+                .or_default()
+                .push(admission.score);
+        }
+        for scores in by_epoch.values_mut() {
+            scores.sort_unstable();
+            let mut first = 0;
+            let mut worst = (0, 0);
+            for (last, &score) in scores.iter().enumerate() {
+                while scores[first] + log.period <= score {
+                    first += 1;
+                }
+                let count = last + 1 - first;
+                if count > worst.0 {
+                    worst = (count, score);
+                }
+            }
+            if worst.0 as u64 > log.threshold && log.threshold > 0 {
+                verdict.violation(format!(
+                    "exactness: log {} admitted {} in the window of {} s ending at server time \
+                     {} µs (threshold {})",
+                    hot_key(key, prefix),
+                    worst.0,
+                    log.period / 1_000_000,
+                    worst.1,
+                    log.threshold
+                ));
+            }
+        }
+    }
+    for (key, counter) in counters {
+        for (&(_, period, window), &(admitted, threshold)) in &counter.windows {
+            if admitted > threshold as i64 {
+                verdict.violation(format!(
+                    "exactness: counter {} admitted {admitted} into its fixed window {window} of \
+                     {} s (threshold {threshold}), refunds of its own admissions taken off",
+                    hot_key(key, prefix),
+                    period / 1_000_000
+                ));
+            }
+        }
+    }
+}
+
+/// A denied call records nothing: per key, what the server holds (recorded, not refunded)
+/// is at most what the application servers were told was admitted, plus what may have been
+/// recorded unseen (errors, the policy's answers, denials of checks across cluster slots
+/// whose reservations a failed refund may leave).
+fn accounting(inputs: &Inputs<'_>, server: &HashMap<String, i64>, verdict: &mut Verdict) {
+    let mut told: HashMap<&str, i64> = HashMap::new();
+    let mut unknown: HashMap<&str, i64> = HashMap::new();
+    for record in inputs.records {
+        for &(hot, cost) in &record.limits {
+            let key = inputs.hot[hot].key;
+            let cost = i64::from(cost);
+            match (record.kind, record.outcome) {
+                (Kind::Peek | Kind::Reset, _) => {}
+                (Kind::Refund, Outcome::Done) => *told.entry(key).or_default() -= cost,
+                (Kind::Refund, _) => {}
+                (_, Outcome::Admitted) => *told.entry(key).or_default() += cost,
+                (Kind::CheckAll, Outcome::Denied) if record.cross_slot => {
+                    *unknown.entry(key).or_default() += cost;
+                }
+                (_, Outcome::Denied | Outcome::Done) => {}
+                (_, Outcome::Policy { .. } | Outcome::Error) => {
+                    *unknown.entry(key).or_default() += cost;
+                }
+            }
+        }
+    }
+    for (key, &held) in server {
+        if !inputs.hot.iter().any(|hot| hot.key == key) {
+            continue;
+        }
+        let told_admitted = told.get(key.as_str()).copied().unwrap_or(0);
+        let maybe = unknown.get(key.as_str()).copied().unwrap_or(0);
+        if held > told_admitted + maybe {
+            let mut text = format!(
+                "denied calls recorded: the server holds {held} admitted (cost, refunds taken \
+                 off) of {key}, the application servers were told of {told_admitted}, and at \
+                 most {maybe} more may have been recorded unseen"
+            );
+            let _ = write!(text, " ({} calls)", inputs.records.len());
+            verdict.violation(text);
+        }
+    }
+}
