@@ -89,9 +89,15 @@ struct LimitArgs {
 }
 
 impl Run {
-    /// The admission name (several limits, refunds).
+    /// The admission name (several limits, refunds, a counter's check that may be refunded).
     fn admission(&self) -> &str {
-        self.argv.first().map_or("", String::as_str)
+        let at = match self.script {
+            // A counter's check names the admission a refund would give last (when it may be
+            // refunded: through the path of several limits).
+            Script::Counter => 4,
+            _ => 0,
+        };
+        self.argv.get(at).map_or("", String::as_str)
     }
 
     /// Each key's limit, from the arguments.
@@ -219,7 +225,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
         }
         let limits = run.limits();
         let admission = run.admission().to_owned();
-        if run.script == Script::Limits {
+        if matches!(run.script, Script::Limits | Script::Counter) && !admission.is_empty() {
             for key in &run.keys {
                 checked.insert((key.clone(), admission.clone()));
             }
@@ -333,7 +339,9 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                     let hot = hot_key(key, inputs.prefix);
                     match run.script {
                         Script::One | Script::Counter | Script::Limits => {
-                            let id = if run.script == Script::Limits {
+                            let id = if !admission.is_empty()
+                                && matches!(run.script, Script::Limits | Script::Counter)
+                            {
                                 admission.clone()
                             } else {
                                 one_counter += 1;

@@ -164,14 +164,18 @@ impl RedisStore {
         at: Option<u64>,
     ) -> Result<Decision, StoreError> {
         if limit.cost != 1 || limit.rate.is_counter() {
-            // A counter's check names no admission (it keeps no member).
-            let admission = if limit.rate.is_counter() {
-                Admission::default()
-            } else {
-                self.admission()
-            };
             let limits = [limit];
-            let answer = self.check_all(&limits, &admission, at).await?;
+            let answer = if limit.rate.is_counter() {
+                // Never refunded: no admission to name.
+                let call = Call::Counter {
+                    limit,
+                    admission: None,
+                    at,
+                };
+                script::decode_limits(&self.exchange(call).await?, &limits)?
+            } else {
+                self.check_all(&limits, &self.admission(), at).await?
+            };
             return answer
                 .decisions
                 .into_iter()
@@ -211,7 +215,11 @@ impl RedisStore {
     ) -> Result<LimitsAnswer, StoreError> {
         let call = match limits {
             // One counter: its own script, a few calls shorter, with the same reply.
-            [limit] if limit.rate.is_counter() => Call::Counter { limit: *limit, at },
+            [limit] if limit.rate.is_counter() => Call::Counter {
+                limit: *limit,
+                admission: Some(admission),
+                at,
+            },
             _ => Call::Several {
                 limits,
                 admission,

@@ -108,8 +108,12 @@ pub(super) enum Call<'a> {
         admission: &'a [u8],
         at: Option<u64>,
     },
+    /// One sliding window counter (any cost) at `at`: [`SLIDING_WINDOW_COUNTER`]. With
+    /// `admission`, the name a refund of the call would give: sent (the script has no use
+    /// for it) so that what Redis ran (`MONITOR`, the fault checker) ties the refund to it.
     Counter {
         limit: LimitRef<'a>,
+        admission: Option<&'a [u8]>,
         at: Option<u64>,
     },
     /// The refund of `admission`, recorded at `now`, from `limits`' sets: [`REFUND`].
@@ -262,12 +266,20 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
             kinds(&mut command, limits);
             return command;
         }
-        Call::Counter { limit, at } => {
+        Call::Counter {
+            limit,
+            admission,
+            at,
+        } => {
             command
                 .arg(limit.rate.period_us())
                 .arg(limit.rate.threshold())
                 .arg(limit.cost);
-            at
+            time(&mut command, at);
+            if let Some(admission) = admission {
+                command.arg(admission);
+            }
+            return command;
         }
         Call::Peek { limit, at, .. } => {
             command
@@ -676,6 +688,7 @@ mod tests {
         // One counter: its own script, its hash's key, period, threshold, cost and time.
         let one = Call::Counter {
             limit: counted[1],
+            admission: None,
             at: Some(7),
         };
         assert_eq!(

@@ -8,6 +8,8 @@
 -- ARGV[2]  threshold (1 ..= 4,294,967,295).
 -- ARGV[3]  cost (0 ..= threshold: larger ones are turned away before they are sent).
 -- ARGV[4]  now, integer microseconds since the Unix epoch; empty: use this server's TIME.
+-- ARGV[5]  optional: the admission a refund of this call would name (refund.lua). Unused
+--          here; sent so that what Redis ran ties a refund to its check (MONITOR).
 --
 -- Returns, as sliding_window_limits.lua for one limit: {admitted (1 or 0), now (µs), count
 -- (T - remaining before this call: the estimate), retry_after (µs until the cost fits; 0
