@@ -302,12 +302,14 @@ pub enum StoreError {
         "rate limit store unavailable for {0:?} (circuit open; probing it at most every 100 ms)"
     )]
     CircuitOpen(Duration),
-    /// The Redis store was used outside a Tokio runtime (or while its runtime shut down),
-    /// without the `smol` feature (which takes such calls to smol's executor). Not an outage:
-    /// the store is not asked, and other callers are not affected.
+    /// The Redis store was used outside a Tokio runtime (or while its runtime shut down, or
+    /// on one built without its time or I/O driver), without the `smol` feature (which takes
+    /// such calls to smol's executor). Not an outage: the store is not asked, and other
+    /// callers are not affected.
     #[error(
-        "the Redis rate limit store must be used inside a Tokio runtime (or build \
-         ratelimit-runtime with its `smol` feature)"
+        "the Redis rate limit store must be used inside a Tokio runtime with its time and I/O \
+         drivers (enable_all(), as #[tokio::main] sets up), or build ratelimit-runtime with \
+         its `smol` feature"
     )]
     NoRuntime,
     /// Redis answered with an error, or the connection failed.

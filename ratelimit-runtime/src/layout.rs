@@ -234,7 +234,7 @@ pub(crate) fn push_limit_key<K: Display + ?Sized>(
 /// The key of one rate among a layer's several: `{<scoped>}@E(label)`, where `scoped` is the
 /// layer's key of one rate (`E(scope)/E(key)`, from `__private::scoped_key`), the hash tag
 /// that puts a request's limits in one Redis Cluster slot.
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", test))]
 pub(crate) fn several_rates_key(scoped: &str, label: &str) -> String {
     let mut key = String::with_capacity(scoped.len() + 3 + escaped_len(label));
     key.push('{');

@@ -625,6 +625,48 @@ mod tests {
         }
     }
 
+    /// A Tokio runtime built without its time (or I/O) driver: Tokio panics when a timer is
+    /// made there, so the Redis store takes it for no runtime and the policy answers, without
+    /// a panic (before, the check's timeout panicked). With the `smol` feature such a check
+    /// would go to smol's executor instead; this crate's own tests build without it.
+    #[cfg(not(feature = "smol"))]
+    #[test]
+    fn a_tokio_runtime_without_timers_gets_the_policy_answer() {
+        for (enable_time, enable_io) in [(false, true), (true, false)] {
+            let mut builder = tokio::runtime::Builder::new_current_thread();
+            if enable_time {
+                builder.enable_time();
+            }
+            if enable_io {
+                builder.enable_io();
+            }
+            let runtime = builder.build().unwrap();
+            let rate = Rate::new(5, Duration::from_secs(60)).unwrap();
+            runtime.block_on(async {
+                for policy in [crate::FailurePolicy::Open, crate::FailurePolicy::Closed] {
+                    // Never reached: the check is answered before any I/O.
+                    let limiter = Limiter::builder()
+                        .redis_url("redis://127.0.0.1:1")
+                        .failure_policy(policy)
+                        .build()
+                        .await
+                        .unwrap();
+                    match (policy, limiter.check("k", rate).await) {
+                        (crate::FailurePolicy::Open, Ok(decision)) => {
+                            assert!(decision.allowed && decision.answered_by_policy());
+                        }
+                        (
+                            crate::FailurePolicy::Closed,
+                            Err(RateLimitError::Unavailable(crate::error::StoreError::NoRuntime)),
+                        ) => {}
+                        (policy, other) => panic!("{policy:?}: {other:?}"),
+                    }
+                    assert!(!limiter.is_degraded());
+                }
+            });
+        }
+    }
+
     #[test]
     fn limiters_are_send_sync_and_cheap_to_clone() {
         fn check<T: Send + Sync + Clone + 'static>() {}

@@ -87,17 +87,60 @@ impl KeyExtractor for HeaderKey {
 /// `$proxy_add_x_forwarded_for`, HAProxy's `option forwardfor`, and cloud load balancers
 /// do). When a trusted proxy's entry cannot be read as an IP address the request has no key.
 /// IPv4-mapped IPv6 addresses count as their IPv4 address.
-#[derive(Debug, Default)]
+///
+/// # IPv6
+///
+/// An IPv6 client is keyed by its network, a /64 by default (`2001:db8:1:2::/64`): one
+/// subscriber, or one host, is usually given a whole /64, so keying each address would give
+/// one client 2^64 budgets to rotate through. [`ipv6_prefix`](PeerIp::ipv6_prefix) sets
+/// another length (128: each address alone).
+#[derive(Debug)]
 pub struct PeerIp {
     trusted: Vec<IpRange>,
+    ipv6_prefix: u8,
     warned: AtomicBool,
 }
 
+impl Default for PeerIp {
+    fn default() -> Self {
+        PeerIp {
+            trusted: Vec::new(),
+            ipv6_prefix: 64,
+            warned: AtomicBool::new(false),
+        }
+    }
+}
+
 impl PeerIp {
-    /// Keys by the peer address, ignoring `X-Forwarded-For`.
+    /// Keys by the peer address (an IPv6 one by its /64), ignoring `X-Forwarded-For`.
     #[must_use]
     pub fn new() -> Self {
         PeerIp::default()
+    }
+
+    /// Keys an IPv6 client by its first `length` bits (64 by default; 128 keys each address
+    /// alone, 0 puts every IPv6 client under one key; a length above 128 counts as 128).
+    /// IPv4 clients are keyed by their address whatever it is.
+    #[must_use]
+    pub fn ipv6_prefix(mut self, length: u8) -> Self {
+        self.ipv6_prefix = length.min(128);
+        self
+    }
+
+    /// The key of `client`: an IPv4 address as it is, an IPv6 one as its network.
+    fn key_of(&self, client: IpAddr) -> String {
+        match client {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(_) if self.ipv6_prefix == 128 => client.to_string(),
+            IpAddr::V6(v6) => {
+                let bits = u128::from(v6);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.ipv6_prefix))
+                    .unwrap_or(0);
+                let network = std::net::Ipv6Addr::from(bits & mask);
+                format!("{network}/{}", self.ipv6_prefix)
+            }
+        }
     }
 
     /// Believes `X-Forwarded-For` from these proxies (addresses or CIDR ranges, see
@@ -164,7 +207,7 @@ impl KeyExtractor for PeerIp {
             .map(|value| value.to_str().unwrap_or(""))
             .collect::<Vec<_>>();
         self.client(peer.ip(), forwarded.into_iter())
-            .map(|ip| ip.to_string())
+            .map(|ip| self.key_of(ip))
     }
 }
 
@@ -331,6 +374,36 @@ mod tests {
         // An unreadable entry where a trusted proxy's should be: no key.
         assert_eq!(client(&proxied, "10.0.0.1", &["1.2.3.4, unknown"]), None);
         assert_eq!(client(&proxied, "10.0.0.1", &[""]), None);
+    }
+
+    #[test]
+    fn ipv6_clients_are_keyed_by_their_network() {
+        let key = |peer_ip: &PeerIp, client: &str| peer_ip.key_of(ip(client));
+        let default = PeerIp::new();
+        // Every address of one /64 is one client; the next /64 another.
+        assert_eq!(key(&default, "2001:db8:1:2::1"), "2001:db8:1:2::/64");
+        assert_eq!(
+            key(&default, "2001:db8:1:2:ffff:ffff:ffff:ffff"),
+            "2001:db8:1:2::/64"
+        );
+        assert_eq!(key(&default, "2001:db8:1:3::1"), "2001:db8:1:3::/64");
+        // IPv4, and IPv4-mapped IPv6 (made canonical before), by the address.
+        assert_eq!(key(&default, "203.0.113.9"), "203.0.113.9");
+        assert_eq!(
+            default
+                .client(ip("::ffff:203.0.113.9"), std::iter::empty())
+                .map(|client| default.key_of(client))
+                .as_deref(),
+            Some("203.0.113.9")
+        );
+        // Other lengths.
+        let each = PeerIp::new().ipv6_prefix(128);
+        assert_eq!(key(&each, "2001:db8:1:2::1"), "2001:db8:1:2::1");
+        assert_eq!(key(&PeerIp::new().ipv6_prefix(200), "::1"), "::1");
+        let site = PeerIp::new().ipv6_prefix(48);
+        assert_eq!(key(&site, "2001:db8:1:2::1"), "2001:db8:1::/48");
+        assert_eq!(key(&PeerIp::new().ipv6_prefix(0), "2001:db8::1"), "::/0");
+        assert_eq!(key(&PeerIp::new().ipv6_prefix(1), "ffff::1"), "8000::/1");
     }
 
     #[test]

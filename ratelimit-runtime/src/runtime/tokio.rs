@@ -9,9 +9,12 @@ use std::time::Duration;
 pub(super) struct Tokio(::tokio::runtime::Handle);
 
 impl Tokio {
-    /// The Tokio runtime the caller runs on; `None` outside any.
+    /// The Tokio runtime the caller runs on; `None` outside any, and on one built without
+    /// its time or I/O driver (which the store's timeouts and redis-rs need: Tokio panics when
+    /// they are used there), which is then taken for no runtime.
     pub(super) fn current() -> Option<Tokio> {
-        ::tokio::runtime::Handle::try_current().ok().map(Tokio)
+        let handle = ::tokio::runtime::Handle::try_current().ok()?;
+        has_drivers(&handle).then_some(Tokio(handle))
     }
 
     /// This runtime's identity, for state kept per runtime.
@@ -40,4 +43,59 @@ pub(super) async fn yield_now() {
 /// Tokio runtime's time driver.
 pub(super) async fn timeout<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
     ::tokio::time::timeout(limit, future).await.ok()
+}
+
+/// Whether `handle`'s runtime has its time and I/O drivers, found out once per runtime: Tokio
+/// tells only by panicking when one is used, so the first look per runtime makes a timer and
+/// registers a socket under `catch_unwind` (the panic hook may print that panic once); the
+/// answer is then kept, for this thread and for the process.
+fn has_drivers(handle: &::tokio::runtime::Handle) -> bool {
+    use std::cell::Cell;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock, PoisonError};
+
+    thread_local! {
+        static LAST: Cell<Option<(::tokio::runtime::Id, bool)>> = const { Cell::new(None) };
+    }
+    static KNOWN: OnceLock<Mutex<HashMap<::tokio::runtime::Id, bool>>> = OnceLock::new();
+
+    let id = handle.id();
+    if let Some((last, drivers)) = LAST.get()
+        && last == id
+    {
+        return drivers;
+    }
+    let known = KNOWN.get_or_init(Mutex::default);
+    let found = known
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&id)
+        .copied();
+    let drivers = found.unwrap_or_else(|| {
+        // A socket that cannot be made here tells nothing: the driver is taken to be there.
+        let drivers = std::panic::catch_unwind(|| {
+            let _entered = handle.enter();
+            drop(::tokio::time::sleep(Duration::ZERO));
+            if let Ok(socket) = std::net::UdpSocket::bind("127.0.0.1:0")
+                && socket.set_nonblocking(true).is_ok()
+            {
+                drop(::tokio::net::UdpSocket::from_std(socket));
+            }
+        })
+        .is_ok();
+        if !drivers {
+            tracing::warn!(
+                "a Redis rate limit check on a Tokio runtime without its time or I/O driver: \
+                 answered as outside a runtime (build the runtime with enable_all(), as \
+                 #[tokio::main] does)"
+            );
+        }
+        known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, drivers);
+        drivers
+    });
+    LAST.set(Some((id, drivers)));
+    drivers
 }

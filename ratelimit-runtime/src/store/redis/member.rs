@@ -10,8 +10,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// into one, the bug of timestamp-as-member designs.) Each admission in the window is one
 /// member, so their length is most of a key's memory in Redis: 22 characters took 28 % less
 /// `MEMORY USAGE` than the 32 hex digits of earlier versions.
+///
+/// The nonce is drawn again when the process id changes: a child `fork()`ed after the limiter
+/// was built (a pre-forking server) would otherwise name its admissions as its parent does,
+/// and a script would take one's admission for the other's resend (counted once).
 pub(super) struct MemberSource {
-    nonce: u64,
+    /// The nonce, and the process it was drawn in: swapped whole when that changes.
+    drawn: std::sync::Mutex<(u32, u64)>,
+    nonce: AtomicU64,
+    pid: std::sync::atomic::AtomicU32,
     sequence: AtomicU64,
 }
 
@@ -25,21 +32,49 @@ pub(crate) type Admission = [u8; MEMBER_LEN];
 
 impl MemberSource {
     pub(super) fn new() -> MemberSource {
-        // Without OS randomness, fall back to a per-process hash seed: still distinct per process.
-        let nonce = getrandom::u64().unwrap_or_else(|_| {
-            use std::hash::BuildHasher;
-            std::collections::hash_map::RandomState::new().hash_one(std::process::id())
-        });
+        let pid = std::process::id();
+        let nonce = draw_nonce(pid);
         MemberSource {
-            nonce,
+            drawn: std::sync::Mutex::new((pid, nonce)),
+            nonce: AtomicU64::new(nonce),
+            pid: std::sync::atomic::AtomicU32::new(pid),
             sequence: AtomicU64::new(0),
         }
     }
 
     pub(super) fn next(&self) -> Admission {
-        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
-        member(self.nonce, sequence)
+        self.next_in(std::process::id())
     }
+
+    /// The next member of the process `pid`.
+    fn next_in(&self, pid: u32) -> Admission {
+        let nonce = if self.pid.load(Ordering::Acquire) == pid {
+            self.nonce.load(Ordering::Acquire)
+        } else {
+            // A forked child: its own nonce, drawn once (the first caller draws it).
+            let mut drawn = self
+                .drawn
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if drawn.0 != pid {
+                *drawn = (pid, draw_nonce(pid));
+                self.nonce.store(drawn.1, Ordering::Release);
+                self.pid.store(pid, Ordering::Release);
+            }
+            drawn.1
+        };
+        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
+        member(nonce, sequence)
+    }
+}
+
+/// 64 random bits for the process `pid`; without OS randomness, a per-process hash seed of
+/// it: still distinct per process.
+fn draw_nonce(pid: u32) -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
+        use std::hash::BuildHasher;
+        std::collections::hash_map::RandomState::new().hash_one(pid)
+    })
 }
 
 /// The member of `nonce` and `sequence` (see [`MemberSource`]).
@@ -71,6 +106,13 @@ mod tests {
         assert_eq!(member(0, 1), *b"AAAAAAAAAAAAAAAAAAAAAB");
         assert_eq!(member(0, 64), *b"AAAAAAAAAAAAAAAAAAAABA");
         assert_eq!(member(u64::MAX, u64::MAX), *b"D_____________________");
+        // A forked child (another process id) draws a nonce of its own, once; its parent's
+        // members are not its own.
+        let parent = source.next_in(1);
+        let child = source.next_in(2);
+        let child_again = source.next_in(2);
+        assert_ne!(&parent[..10], &child[..10]);
+        assert_eq!(&child[..10], &child_again[..10]);
         // Every bit counts: members differing in one bit differ.
         let all: std::collections::HashSet<_> = (0..128)
             .map(|bit| {
