@@ -40,6 +40,15 @@ use crate::decisions::{MAX_WINDOW_LEN, write_window};
 /// backslashes, which no key of the attribute or the layers ends with.
 pub(crate) const COUNTER_SUFFIX: &str = "#swc";
 
+/// Whether `key` (as a check names it, before the Redis key prefix) is the name a counter's
+/// hash takes in Redis: it ends with [`COUNTER_SUFFIX`] after an even run of backslashes.
+/// Such a key, given by hand, would share its Redis key with the counter of the key without
+/// the suffix; no key of the attribute or the layers ends so (their `#` is escaped).
+pub(crate) fn is_counter_name(key: &str) -> bool {
+    key.strip_suffix(COUNTER_SUFFIX)
+        .is_some_and(|rest| rest.bytes().rev().take_while(|&byte| byte == b'\\').count() % 2 == 0)
+}
+
 /// Between a scope and its key.
 const KEY: char = '/';
 /// Before a window (or a layer's label).
@@ -411,6 +420,18 @@ mod tests {
 
     const HOUR: Duration = Duration::from_secs(3_600);
 
+    #[test]
+    fn hand_keys_that_name_a_counter_are_told_apart_from_escaped_ones() {
+        assert!(is_counter_name("user:42#swc"));
+        assert!(is_counter_name("#swc"));
+        assert!(is_counter_name(r"a\\#swc"));
+        assert!(!is_counter_name("user:42"));
+        assert!(!is_counter_name("user:42swc"));
+        // The attribute's keys escape a key's `#`.
+        let stored = crate::__private::scoped_key("login", "bob#swc");
+        assert!(stored.ends_with(COUNTER_SUFFIX));
+        assert!(!is_counter_name(&stored), "{stored}");
+    }
     #[test]
     fn the_layout_escapes_every_free_text_component() {
         let minute = Some(Duration::from_secs(60));

@@ -170,7 +170,9 @@ impl Limiter {
     /// Checks `key` against `rate` now, and records the call if it is admitted.
     ///
     /// `key` is any text (user identifiers included; it is never logged above debug level,
-    /// nor used as a metrics label); in Redis it becomes `<prefix><key>`. Now is the limiter's
+    /// nor used as a metrics label); in Redis it becomes `<prefix><key>`, and may not end
+    /// with `#swc`, the suffix of a sliding window counter's hash (such a check fails with
+    /// [`RateLimitError::InvalidInput`]). Now is the limiter's
     /// [`ManualClock`]'s time when it has one (read when the check is first polled), else the
     /// Redis server's `TIME` for a Redis limiter, the local wall clock otherwise. Like any future,
     /// the check happens when it is polled; an in-process check completes on the first poll,

@@ -159,3 +159,34 @@ async fn an_out_of_memory_reply_is_answered_by_the_policy_without_opening_the_br
     assert!(!full.answered_by_policy());
     assert_eq!(limiter.policy_answers(), 1);
 }
+
+/// A key given by hand that names another key's counter hash in Redis is turned away. Before,
+/// `user:42#swc` (a caller's choice inside `format!("user:{id}")`) shared the Redis key of
+/// `user:42`'s counter: its checks met a hash (`WRONGTYPE`, answered by the policy, here
+/// `Open`'s admission), and a log written there first would have failed the counter's.
+#[tokio::test]
+async fn a_hand_key_that_names_a_counter_hash_is_turned_away() {
+    let redis = TestRedis::start_private();
+    let limiter = limiter(&redis, "counter-name", FailurePolicy::Open).await;
+    let hour = Duration::from_secs(3600);
+    let counter = Rate::new(2, hour)
+        .unwrap()
+        .with_algorithm(Algorithm::SlidingWindowCounter);
+    let log = Rate::new(2, hour).unwrap();
+    connected(&limiter, "warm-up").await;
+    assert!(limiter.check("user:42", counter).await.unwrap().allowed);
+    for checked in [
+        limiter.check("user:42#swc", log).await,
+        limiter.check_n("user:42#swc", log, 2).await,
+    ] {
+        assert!(
+            matches!(checked, Err(RateLimitError::InvalidInput(_))),
+            "{checked:?}"
+        );
+    }
+    // The counter is still the store's, and enforced.
+    assert!(limiter.check("user:42", counter).await.unwrap().allowed);
+    let third = limiter.check("user:42", counter).await.unwrap();
+    assert!(!third.allowed && !third.answered_by_policy(), "{third:?}");
+    assert_eq!(limiter.policy_answers(), 0);
+}

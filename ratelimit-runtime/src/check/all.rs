@@ -209,6 +209,13 @@ impl Shared {
                 self.answer_all_by_policy(scope, refs, at, error)
                     .map(|(decisions, records)| (decisions, records, None))
             }
+            Access::Remote
+                if refs
+                    .iter()
+                    .any(|limit| crate::layout::is_counter_name(limit.key)) =>
+            {
+                Err(super::answer::counter_name_error())
+            }
             Access::Remote => match self.cached_among(scope, refs, at, explicit) {
                 Ok((index, decision)) => Ok((vec![decision], Records::default(), Some(index))),
                 Err(tickets) => {
@@ -499,21 +506,24 @@ impl Shared {
                 }
                 Err(error) => {
                     // A call that timed out, or whose connection dropped, may have run (or may
-                    // run yet, on a stalled node): its logs are refunded, by the members that
-                    // name this admission alone (a refund finds them only if the call ran).
-                    // Its counters are not: a counter keeps no member, so a refund could take
-                    // what other calls added. Its cost stays counted until its windows end,
-                    // which can only deny more. A call the replicas did not acknowledge was
-                    // recorded on the master: every limit of it is refunded. One that could
-                    // not be sent, or that Redis answered with an error, recorded nothing.
-                    let recorded_for_sure = matches!(&error, StoreError::NotReplicated { .. });
-                    let maybe_ran = matches!(&error, StoreError::Timeout(_))
-                        || matches!(&error, StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped());
-                    if sent && (maybe_ran || recorded_for_sure) {
+                    // run yet, on a stalled node), and one its replicas did not acknowledge
+                    // ran on a master a failover may yet replace: its logs are refunded, by
+                    // the members that name this admission alone (a refund finds them only
+                    // where the call ran). Its counters are not: a counter keeps no member,
+                    // so a refund could take what other calls added (on a node that never
+                    // counted the call, or from a window the refund's time, read here and
+                    // not by the server, puts it in). Its cost stays counted until its
+                    // windows end, which can only deny more. One that could not be sent, or
+                    // that Redis answered with an error, recorded nothing.
+                    let maybe_ran = matches!(
+                        &error,
+                        StoreError::Timeout(_) | StoreError::NotReplicated { .. }
+                    ) || matches!(&error, StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped());
+                    if sent && maybe_ran {
                         let members: Vec<usize> = members
                             .iter()
                             .copied()
-                            .filter(|&i| recorded_for_sure || !limits[i].rate.is_counter())
+                            .filter(|&i| !limits[i].rate.is_counter())
                             .collect();
                         if !members.is_empty() {
                             refunds.push((index, members, at.unwrap_or_else(clock::now_us)));

@@ -87,6 +87,9 @@ impl Shared {
         explicit: bool,
         timer: Timer,
     ) -> Next {
+        if crate::layout::is_counter_name(limit.key) {
+            return Next::Answered(Err(counter_name_error()));
+        }
         let ticket = match self.cached_denial(scope, limit, at, explicit, true) {
             Ok(decision) => {
                 return Next::Answered(self.answered(scope, limit.key, Ok(decision), timer));
@@ -240,4 +243,14 @@ pub(super) fn open_admission(rate: Rate, cost: u32) -> Decision {
         rate.period(),
     )
     .by_policy()
+}
+
+/// A check of a key given by hand that names a sliding window counter's hash in Redis.
+#[cold]
+pub(super) fn counter_name_error() -> RateLimitError {
+    RateLimitError::InvalidInput(
+        "a Redis limiter's key may not end with `#swc`, the suffix of a sliding window \
+         counter's hash (the key without it would share it); choose another key"
+            .into(),
+    )
 }

@@ -45,19 +45,21 @@ pub(super) async fn timeout<F: Future>(limit: Duration, future: F) -> Option<F::
     ::tokio::time::timeout(limit, future).await.ok()
 }
 
-/// Whether `handle`'s runtime has its time and I/O drivers, found out once per runtime: Tokio
-/// tells only by panicking when one is used, so the first look per runtime makes a timer and
-/// registers a socket under `catch_unwind` (the panic hook may print that panic once); the
-/// answer is then kept, for this thread and for the process.
+/// Whether `handle`'s runtime has its time and I/O drivers. Tokio tells only by panicking
+/// when one is used, so a look makes a timer and registers a socket under `catch_unwind`
+/// (where one is missing the panic hook still sees that panic, once per runtime). The answer
+/// is kept per thread for the runtime it last saw, and a runtime found without them for the
+/// process (a misconfiguration: few), so that a process making many runtimes keeps no
+/// table of them.
 fn has_drivers(handle: &::tokio::runtime::Handle) -> bool {
     use std::cell::Cell;
-    use std::collections::HashMap;
+    use std::collections::HashSet;
     use std::sync::{Mutex, OnceLock, PoisonError};
 
     thread_local! {
         static LAST: Cell<Option<(::tokio::runtime::Id, bool)>> = const { Cell::new(None) };
     }
-    static KNOWN: OnceLock<Mutex<HashMap<::tokio::runtime::Id, bool>>> = OnceLock::new();
+    static WITHOUT: OnceLock<Mutex<HashSet<::tokio::runtime::Id>>> = OnceLock::new();
 
     let id = handle.id();
     if let Some((last, drivers)) = LAST.get()
@@ -65,13 +67,12 @@ fn has_drivers(handle: &::tokio::runtime::Handle) -> bool {
     {
         return drivers;
     }
-    let known = KNOWN.get_or_init(Mutex::default);
-    let found = known
+    let without = WITHOUT.get_or_init(Mutex::default);
+    let known_without = without
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .get(&id)
-        .copied();
-    let drivers = found.unwrap_or_else(|| {
+        .contains(&id);
+    let drivers = !known_without && {
         // A socket that cannot be made here tells nothing: the driver is taken to be there.
         let drivers = std::panic::catch_unwind(|| {
             let _entered = handle.enter();
@@ -89,13 +90,13 @@ fn has_drivers(handle: &::tokio::runtime::Handle) -> bool {
                  answered as outside a runtime (build the runtime with enable_all(), as \
                  #[tokio::main] does)"
             );
+            without
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id);
         }
-        known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, drivers);
         drivers
-    });
+    };
     LAST.set(Some((id, drivers)));
     drivers
 }

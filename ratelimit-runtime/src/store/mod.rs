@@ -86,11 +86,15 @@
 //! A log's refund removes only the members its admission named, so it takes nothing when the
 //! call never ran, and nothing more when sent twice. A counter keeps no member, so its side
 //! is kept by the check path and the connection instead: a counter is refunded only for a
-//! call known to have counted (its answer said admitted, or its replicas did not acknowledge
-//! it), never for one whose outcome is unknown (a timeout, a dropped connection: its cost
-//! stays counted until its windows end, which can only deny more), and its refund is never
-//! resent (by the store, or by redis-rs's cluster client: see `Connection::query_once`), so
-//! a refund whose reply was lost may leave the cost counted, never take it twice.
+//! call whose answer said it was admitted, never for one whose outcome is unknown (a timeout,
+//! a dropped connection, replicas that did not acknowledge it: its cost stays counted until
+//! its windows end, which can only deny more), and its refund is never resent (by the store,
+//! or by redis-rs's cluster client: see `Connection::query_once`), so a refund whose reply
+//! was lost may leave the cost counted, never take it twice. One exception, the one a log
+//! shares for its admissions: a failover that loses the admission's write (its master
+//! replaced by a replica that never received it; `wait_for_replicas` closes it where every
+//! replica that can be promoted acknowledged) leaves a later refund of it to a master that
+//! never counted it, where a counter's refund takes another call's cost.
 
 mod counter;
 pub(crate) mod memory;

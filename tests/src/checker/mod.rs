@@ -51,10 +51,15 @@
 //! - A call of counters only, resent after its connection closed mid-call, may be counted
 //!   twice (it over-counts, which is safe): a second `HSET` of one admission is not counted
 //!   again. Counted.
-//! - Replication lost on a failover: the full run fails over by hand (`CLUSTER FAILOVER`,
-//!   which waits for the replica to catch up) and keeps frozen masters below the node timeout,
-//!   so nothing is lost, and its cluster limiters wait for their replica
-//!   (`wait_for_replicas`). A failover that loses writes (a master killed) is not injected.
+//! - Replication lost on a failover (the store contract's one exception: a lost admission
+//!   lets the new master admit again, and a later refund of a counter's admission there takes
+//!   another call's cost): the full run fails over by hand (`CLUSTER FAILOVER`, which waits
+//!   for the replica to catch up) and keeps frozen masters below the node timeout, so nothing
+//!   is lost, and its cluster limiters wait for their replica (`wait_for_replicas`). A
+//!   failover that loses writes (a master killed) is not injected.
+//! - Blindness: a hot key whose admissions callers were told of, and of which the tap saw
+//!   none, is a violation (a lost tap, or a key layout the checker cannot read, would
+//!   otherwise pass unjudged).
 //!
 //! A failing run panics with its seed and the command that replays it
 //! ([`Report::assert_clean`]).

@@ -435,15 +435,13 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
 /// The hot key of a Redis key (the prefix and a counter's suffix taken off).
 fn hot_key(key: &str, prefix: &str) -> String {
     let key = key.strip_prefix(prefix).unwrap_or(key);
-    key.strip_suffix(ratelimit_runtime_counter_suffix())
-        .unwrap_or(key)
-        .to_owned()
+    key.strip_suffix(COUNTER_SUFFIX).unwrap_or(key).to_owned()
 }
 
-/// The counter's key suffix (`:swc`, the runtime's `COUNTER_SUFFIX`).
-const fn ratelimit_runtime_counter_suffix() -> &'static str {
-    ":swc"
-}
+/// The suffix of a counter's hash (the runtime's `layout::COUNTER_SUFFIX`, which is not
+/// public). Should it change, [`accounting`] finds every counter's admissions missing from
+/// what it judged, and fails the run.
+const COUNTER_SUFFIX: &str = "#swc";
 
 /// Groups each node's lines into script runs, merged across nodes in server time.
 fn group(inputs: &Inputs<'_>, verdict: &mut Verdict) -> Vec<Run> {
@@ -560,6 +558,7 @@ fn exactness(
 /// whose reservations a failed refund may leave).
 fn accounting(inputs: &Inputs<'_>, server: &HashMap<String, i64>, verdict: &mut Verdict) {
     let mut told: HashMap<&str, i64> = HashMap::new();
+    let mut admitted: HashMap<&str, i64> = HashMap::new();
     let mut unknown: HashMap<&str, i64> = HashMap::new();
     for record in inputs.records {
         for &(hot, cost) in &record.limits {
@@ -569,7 +568,10 @@ fn accounting(inputs: &Inputs<'_>, server: &HashMap<String, i64>, verdict: &mut 
                 (Kind::Peek | Kind::Reset, _) => {}
                 (Kind::Refund, Outcome::Done) => *told.entry(key).or_default() -= cost,
                 (Kind::Refund, _) => {}
-                (_, Outcome::Admitted) => *told.entry(key).or_default() += cost,
+                (_, Outcome::Admitted) => {
+                    *told.entry(key).or_default() += cost;
+                    *admitted.entry(key).or_default() += cost;
+                }
                 (Kind::CheckAll, Outcome::Denied) if record.cross_slot => {
                     *unknown.entry(key).or_default() += cost;
                 }
@@ -578,6 +580,15 @@ fn accounting(inputs: &Inputs<'_>, server: &HashMap<String, i64>, verdict: &mut 
                     *unknown.entry(key).or_default() += cost;
                 }
             }
+        }
+    }
+    // A key whose admissions the callers were told of, and of which the tap saw none: the
+    // checker would judge nothing of it (a tap lost, a key it cannot read), and pass blind.
+    for (key, &admitted) in &admitted {
+        if admitted > 0 && !server.contains_key(*key) {
+            verdict.violation(format!(
+                "the tap saw no admission of {key}, of which the application servers were                  told of {admitted}: nothing of it was judged"
+            ));
         }
     }
     for (key, &held) in server {
