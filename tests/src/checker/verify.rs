@@ -587,7 +587,8 @@ fn accounting(inputs: &Inputs<'_>, server: &HashMap<String, i64>, verdict: &mut 
     for (key, &admitted) in &admitted {
         if admitted > 0 && !server.contains_key(*key) {
             verdict.violation(format!(
-                "the tap saw no admission of {key}, of which the application servers were                  told of {admitted}: nothing of it was judged"
+                "the tap saw no admission of {key}, of which the application servers were told \
+                 of {admitted}: nothing of it was judged"
             ));
         }
     }
