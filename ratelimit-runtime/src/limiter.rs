@@ -308,7 +308,8 @@ impl Limiter {
     /// # Errors
     ///
     /// [`RateLimitError::Unavailable`] when the store cannot answer under
-    /// [`FailurePolicy::Closed`].
+    /// [`FailurePolicy::Closed`]; [`RateLimitError::InvalidInput`] for a Redis key ending with
+    /// `#swc` (see [`check`](Limiter::check)).
     pub fn peek<'a>(
         &'a self,
         key: &'a str,
@@ -353,7 +354,9 @@ impl Limiter {
     ///
     /// [`RateLimitError::Unavailable`] when the store could not forget the key (down, slow,
     /// its breaker open), whatever the failure policy: no policy can answer for a reset. The
-    /// fallback's log is forgotten even then.
+    /// fallback's log is forgotten even then. [`RateLimitError::InvalidInput`] for a Redis key
+    /// ending with `#swc` (see [`check`](Limiter::check)), which would name another key's
+    /// counter.
     pub fn reset<'a>(
         &'a self,
         key: &'a str,

@@ -304,6 +304,17 @@ impl TestCluster {
             .unwrap_or_else(|| panic!("no node replicates node {master}"))
     }
 
+    /// Whether `replica`'s link to its master is up (`master_link_status:up`): synchronised,
+    /// ready for a manual failover.
+    #[must_use]
+    pub fn replica_in_sync(&self, replica: usize) -> bool {
+        self.query::<String>(replica, redis::cmd("INFO").arg("replication"))
+            .is_ok_and(|info| {
+                info.lines()
+                    .any(|line| line.trim() == "master_link_status:up")
+            })
+    }
+
     /// Asks `replica` for a manual failover (`CLUSTER FAILOVER`): it catches up with its
     /// master, which stops taking writes meanwhile, then takes its slots over; the old master
     /// becomes its replica.

@@ -184,6 +184,17 @@ async fn a_hand_key_that_names_a_counter_hash_is_turned_away() {
             "{checked:?}"
         );
     }
+    // Nor may a look or a reset name it: the reset would delete `user:42`'s counter.
+    let peeked = limiter.peek("user:42#swc", log).await;
+    assert!(
+        matches!(peeked, Err(RateLimitError::InvalidInput(_))),
+        "{peeked:?}"
+    );
+    let reset = limiter.reset("user:42#swc").await;
+    assert!(
+        matches!(reset, Err(RateLimitError::InvalidInput(_))),
+        "{reset:?}"
+    );
     // The counter is still the store's, and enforced.
     assert!(limiter.check("user:42", counter).await.unwrap().allowed);
     let third = limiter.check("user:42", counter).await.unwrap();

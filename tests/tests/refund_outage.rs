@@ -66,7 +66,7 @@ async fn a_refund_that_cannot_reach_the_store_is_logged_once_and_its_entry_expir
 
     // The entry the refund could not remove is still there, and expires with its window.
     let mut connection = redis.connection().await;
-    let key = format!("{prefix}outage.login:secret-user-42");
+    let key = format!("{prefix}outage.login/secret-user-42");
     let members: u64 = connection.zcard(&key).await.unwrap();
     assert_eq!(members, 1);
     let ttl: i64 = connection.pttl(&key).await.unwrap();

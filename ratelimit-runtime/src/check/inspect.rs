@@ -39,6 +39,9 @@ impl Shared {
         let decision = if let Access::InProcess(store) = self.store.access() {
             store.peek(key, rate, at)
         } else {
+            if crate::layout::is_counter_name(key) {
+                return Err(super::answer::counter_name_error());
+            }
             let owned = key.to_owned();
             let part = self.store.part_of(LimitRef { key, rate, cost: 1 });
             let outcome = self
@@ -68,12 +71,17 @@ impl Shared {
     /// # Errors
     ///
     /// [`RateLimitError::Unavailable`] when the store could not forget the key, whatever the
-    /// failure policy (a reset is not a check: no policy can answer for it).
+    /// failure policy (a reset is not a check: no policy can answer for it);
+    /// [`RateLimitError::InvalidInput`] for a Redis key ending with `#swc`.
     pub(crate) async fn reset(self: &Arc<Self>, key: &str) -> Result<(), RateLimitError> {
         self.fallback.remove(key);
         if let Access::InProcess(store) = self.store.access() {
             store.remove(key);
             return Ok(());
+        }
+        if crate::layout::is_counter_name(key) {
+            // It would delete the counter of the key without the suffix.
+            return Err(super::answer::counter_name_error());
         }
         let owned = key.to_owned();
         self.remote_op(self.store.part(key), move |shared| async move {

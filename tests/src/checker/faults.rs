@@ -190,13 +190,23 @@ fn cluster_fault(
     let master = masters[rng.below(masters.len() as u64) as usize];
     if failovers && rng.below(3) == 0 {
         let (slot, _) = cluster.slots_of(master)[0];
-        cluster.failover(cluster.replica_of(master));
+        let replica = cluster.replica_of(master);
+        // A manual failover needs a replica in sync (one that was the master a moment ago
+        // syncs first), and gives up by itself when it cannot catch up in time: it is asked
+        // again until it is done.
         let deadline = Instant::now() + crate::STATE_DEADLINE;
+        let mut asked = None;
         while cluster.node_for_slot(slot) == master {
             assert!(
                 Instant::now() < deadline,
-                "failover of node {master} not done"
+                "failover of node {master} to node {replica} not done"
             );
+            if cluster.replica_in_sync(replica)
+                && asked.is_none_or(|at: Instant| at.elapsed() > Duration::from_secs(5))
+            {
+                cluster.failover(replica);
+                asked = Some(Instant::now());
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
         return "master failed over (manual)";

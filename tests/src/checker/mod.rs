@@ -164,8 +164,19 @@ impl fmt::Display for Report {
             "fault checker, seed {} ({} s of traffic per topology{}), {:.1} s in all",
             self.config.seed,
             self.config.traffic.as_secs(),
-            if self.config.full { ", full size" } else { "" },
+            if self.config.full {
+                ", full size: replicas and failovers"
+            } else {
+                ""
+            },
             self.took.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "outcomes: admitted / denied by Redis; policy admitted / denied: answered by the \
+             failure policy (Open, Local), which records nothing in Redis; error: an error \
+             answer (Unavailable under Closed, a refund or reset that failed), which may have \
+             been recorded; judged: what the tap saw and the verdict weighed"
         )?;
         for topology in &self.topologies {
             writeln!(

@@ -278,6 +278,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                             refunded: false,
                         });
                         *server.entry(hot_key(key, inputs.prefix)).or_default() += 1;
+                        verdict.count("judged: log admissions (members)", 1);
                         if let Some((base, _)) = member.rsplit_once('.') {
                             log_refunds
                                 .entry((key.clone(), base.to_owned()))
@@ -312,6 +313,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                             log.admissions[last].refunded = true;
                         }
                     }
+                    verdict.count("judged: log refunds", 1);
                     let entry = log_refunds
                         .entry((key.clone(), admission.clone()))
                         .or_default();
@@ -366,6 +368,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                     refunded: false,
                                 },
                             );
+                            verdict.count("judged: counter admissions", 1);
                             let entry = counter
                                 .windows
                                 .entry((epoch, limit.period, window))
@@ -387,6 +390,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                         && own.window == refunded_window
                                         && !own.refunded =>
                                 {
+                                    verdict.count("judged: counter refunds", 1);
                                     own.refunded = true;
                                     let entry = counter
                                         .windows
