@@ -47,11 +47,12 @@ impl Limiter {
     ) -> Result<Decision, RateLimitError> {
         let mut wait = Wait::new(self, max_wait);
         loop {
+            let asked = Instant::now();
             let decision = self.check(key, rate).await?;
             let Some(retry_after) = decision.retry_after.filter(|_| !decision.allowed) else {
                 return Ok(decision);
             };
-            if !wait.pause(retry_after).await {
+            if !wait.pause(retry_after, asked).await {
                 return Ok(decision);
             }
         }
@@ -75,11 +76,12 @@ where
 {
     let mut wait = Wait::new(limiter, max_wait);
     loop {
+        let asked = Instant::now();
         let outcome = check().await;
         let Some(retry_after) = outcome.as_ref().err().and_then(RateLimitError::retry_after) else {
             return outcome;
         };
-        if !wait.pause(retry_after).await {
+        if !wait.pause(retry_after, asked).await {
             return outcome;
         }
     }
@@ -104,10 +106,13 @@ impl<'a> Wait<'a> {
         }
     }
 
-    /// Waits `retry_after` (plus a jitter on real time, cut to what the wait has left) and
-    /// says `true`, or says `false` at once when `retry_after` ends past the wait, or outside
-    /// a runtime on real time.
-    async fn pause(&mut self, retry_after: Duration) -> bool {
+    /// Waits `retry_after`, the answer of a check sent at `asked` (plus a jitter on real
+    /// time, cut to what the wait has left), and says `true`; or says `false` at once when
+    /// `retry_after` ends past the wait, or outside a runtime on real time. The retry-after
+    /// counts from the check's time, which is `asked` or later: measured from now, a loaded
+    /// machine's delay in handing the answer over would count twice, and a wait as long as
+    /// the period would miss the slot it has room for.
+    async fn pause(&mut self, retry_after: Duration, asked: Instant) -> bool {
         // A floor, so that a wait always moves time on.
         let retry_after = retry_after.max(Duration::from_micros(1));
         match self.limiter.manual_clock() {
@@ -126,11 +131,11 @@ impl<'a> Wait<'a> {
                 true
             }
             None => {
-                let spent = self.started.elapsed();
-                if spent + retry_after > self.max_wait || Runtime::current().is_none() {
+                let spent_before = asked.saturating_duration_since(self.started);
+                if spent_before + retry_after > self.max_wait || Runtime::current().is_none() {
                     return false;
                 }
-                let left = self.max_wait - spent;
+                let left = self.max_wait.saturating_sub(self.started.elapsed());
                 sleep((retry_after + jitter(retry_after)).min(left)).await;
                 true
             }

@@ -27,6 +27,12 @@ impl EitherStore {
         }
     }
 
+    /// Whether the limiter is a Redis one.
+    #[must_use]
+    pub fn is_redis(&self) -> bool {
+        self.redis.is_some()
+    }
+
     /// A Redis limiter, its keys under a prefix made from `name`.
     ///
     /// # Panics
