@@ -247,6 +247,16 @@ impl TestCluster {
         self.index_of(id)
     }
 
+    /// The node that owns `slot` as the first live node sees it, or `None` while it sees no
+    /// owner (in the middle of a failover).
+    #[must_use]
+    pub fn owner_of_slot(&self, slot: u16) -> Option<usize> {
+        self.slot_ranges()
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .map(|(_, _, id)| self.index_of(id))
+    }
+
     /// A key `"{prefix}<n>"` (no hash tag added) whose slot `node` owns.
     ///
     /// # Panics
@@ -294,6 +304,14 @@ impl TestCluster {
     /// When none does.
     #[must_use]
     pub fn replica_of(&self, master: usize) -> usize {
+        self.try_replica_of(master)
+            .unwrap_or_else(|| panic!("no node replicates node {master}"))
+    }
+
+    /// The node that replicates `master` now, if any (a node failed over a moment ago
+    /// becomes its new master's replica once it has been told).
+    #[must_use]
+    pub fn try_replica_of(&self, master: usize) -> Option<usize> {
         let port = format!("master_port:{}", self.nodes[master].port);
         (0..self.nodes.len())
             .filter(|&node| node != master && self.is_alive(node))
@@ -301,7 +319,6 @@ impl TestCluster {
                 self.query::<String>(node, redis::cmd("INFO").arg("replication"))
                     .is_ok_and(|info| info.contains("role:slave") && info.contains(&port))
             })
-            .unwrap_or_else(|| panic!("no node replicates node {master}"))
     }
 
     /// Whether `replica`'s link to its master is up (`master_link_status:up`): synchronised,

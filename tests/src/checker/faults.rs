@@ -187,16 +187,24 @@ fn cluster_fault(
     let masters: Vec<usize> = (0..cluster.len())
         .filter(|&node| cluster.is_alive(node) && !cluster.slots_of(node).is_empty())
         .collect();
+    if masters.is_empty() {
+        // The node asked sees no master for a moment (a failover under way): no fault now.
+        return "none: no master seen for a moment";
+    }
     let master = masters[rng.below(masters.len() as u64) as usize];
-    if failovers && rng.below(3) == 0 {
-        let (slot, _) = cluster.slots_of(master)[0];
-        let replica = cluster.replica_of(master);
+    let replica = cluster.try_replica_of(master);
+    let slot = cluster.slots_of(master).first().map(|&(slot, _)| slot);
+    if let (true, Some(replica), Some(slot)) = (failovers && rng.below(3) == 0, replica, slot) {
         // A manual failover needs a replica in sync (one that was the master a moment ago
         // syncs first), and gives up by itself when it cannot catch up in time: it is asked
         // again until it is done.
         let deadline = Instant::now() + crate::STATE_DEADLINE;
         let mut asked = None;
-        while cluster.node_for_slot(slot) == master {
+        // Done once another node owns the slot (none may, for a moment, in between).
+        while cluster
+            .owner_of_slot(slot)
+            .is_none_or(|owner| owner == master)
+        {
             assert!(
                 Instant::now() < deadline,
                 "failover of node {master} to node {replica} not done"
