@@ -89,7 +89,7 @@
 //! call whose answer said it was admitted, never for one whose outcome is unknown (a timeout,
 //! a dropped connection, replicas that did not acknowledge it: its cost stays counted until
 //! its windows end, which can only deny more), and its refund is never resent (by the store,
-//! or by redis-rs's cluster client: see `Connection::query_once`), so a refund whose reply
+//! or by redis-rs's cluster client: see `Connection::query`), so a refund whose reply
 //! was lost may leave the cost counted, never take it twice. One exception, the one a log
 //! shares for its admissions: a failover that loses the admission's write (its master
 //! replaced by a replica that never received it; `wait_for_replicas` closes it where every

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// was built (a pre-forking server) would otherwise name its admissions as its parent does,
 /// and a script would take one's admission for the other's resend (counted once).
 pub(super) struct MemberSource {
-    /// The nonce, and the process it was drawn in: swapped whole when that changes.
-    drawn: std::sync::Mutex<(u32, u64)>,
+    /// The nonce, drawn in the process `pid` (stored after its nonce: a reader that sees a
+    /// process's id sees a nonce drawn in that process).
     nonce: AtomicU64,
     pid: std::sync::atomic::AtomicU32,
     sequence: AtomicU64,
@@ -35,7 +35,6 @@ impl MemberSource {
         let pid = std::process::id();
         let nonce = draw_nonce(pid);
         MemberSource {
-            drawn: std::sync::Mutex::new((pid, nonce)),
             nonce: AtomicU64::new(nonce),
             pid: std::sync::atomic::AtomicU32::new(pid),
             sequence: AtomicU64::new(0),
@@ -51,17 +50,12 @@ impl MemberSource {
         let nonce = if self.pid.load(Ordering::Acquire) == pid {
             self.nonce.load(Ordering::Acquire)
         } else {
-            // A forked child: its own nonce, drawn once (the first caller draws it).
-            let mut drawn = self
-                .drawn
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if drawn.0 != pid {
-                *drawn = (pid, draw_nonce(pid));
-                self.nonce.store(drawn.1, Ordering::Release);
-                self.pid.store(pid, Ordering::Release);
-            }
-            drawn.1
+            // A forked child draws its own nonce. Threads that race here each draw one: any
+            // of them is the child's own, and members stay unique whichever a caller reads.
+            let nonce = draw_nonce(pid);
+            self.nonce.store(nonce, Ordering::Release);
+            self.pid.store(pid, Ordering::Release);
+            nonce
         };
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
         member(nonce, sequence)

@@ -374,12 +374,10 @@ async fn exchange(
     once: bool,
 ) -> RedisResult<(Vec<i64>, Option<u64>)> {
     let Some((replicas, limit)) = wait else {
-        let reply = if once {
-            connection.query_once(&command).await
-        } else {
-            connection.query(&command).await
-        };
-        return reply.map(|reply| (reply, None));
+        return connection
+            .query(&command, once)
+            .await
+            .map(|reply| (reply, None));
     };
     // Whole milliseconds, rounded up (`WAIT 0` would wait for ever).
     let millis = u64::try_from(limit.as_micros().div_ceil(1_000))

@@ -31,7 +31,7 @@ pub(crate) enum Target {
     /// a failover, the next connection finds the new master), and watched.
     Sentinel(Box<SentinelTarget>),
     /// A cluster: its client, and one that never resends a call (see
-    /// [`Connection::query_once`]).
+    /// [`Connection::query`]).
     Cluster(Box<(ClusterClient, ClusterClient)>),
 }
 
@@ -262,16 +262,22 @@ pub(crate) enum Connection {
 }
 
 impl Connection {
-    /// Sends `command`, routed (in a cluster) to its key's node.
-    pub(crate) async fn query(&mut self, command: &Cmd) -> RedisResult<Vec<i64>> {
+    /// Sends `command`, routed (in a cluster) to its key's node; `once`: never twice (in a
+    /// cluster, on the connection of the client without retries: redis-rs's cluster client
+    /// resends a call whose connection dropped, which may have run; a single server's
+    /// connection never resends by itself).
+    pub(crate) async fn query(&mut self, command: &Cmd, once: bool) -> RedisResult<Vec<i64>> {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
+            Connection::Cluster(connections) if once => {
+                command.query_async(&mut connections.1).await
+            }
             Connection::Cluster(connections) => command.query_async(&mut connections.0).await,
         }
     }
 
     /// Sends `pipeline` (routed, in a cluster, to its first key's node; `once`: as
-    /// [`query_once`](Connection::query_once) sends) and returns its replies.
+    /// [`query`](Connection::query) sends) and returns its replies.
     pub(crate) async fn query_pipeline<T: redis::FromRedisValue>(
         &mut self,
         pipeline: &redis::Pipeline,
@@ -283,17 +289,6 @@ impl Connection {
                 pipeline.query_async(&mut connections.1).await
             }
             Connection::Cluster(connections) => pipeline.query_async(&mut connections.0).await,
-        }
-    }
-
-    /// Sends `command` as [`query`](Connection::query) does, but never twice: in a cluster,
-    /// on the connection of the client without retries (redis-rs's cluster client resends a
-    /// call whose connection dropped, which may have run). A single server's connection
-    /// never resends by itself.
-    pub(crate) async fn query_once(&mut self, command: &Cmd) -> RedisResult<Vec<i64>> {
-        match self {
-            Connection::Single(connection) => command.query_async(connection).await,
-            Connection::Cluster(connections) => command.query_async(&mut connections.1).await,
         }
     }
 
