@@ -28,7 +28,6 @@ async fn main() {
                 .redis_url(&url)
                 .failure_policy(FailurePolicy::Closed)
                 .build()
-                .await
                 .unwrap_or_else(|error| {
                     eprintln!("cannot use that Redis: {error}");
                     std::process::exit(2);

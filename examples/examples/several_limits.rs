@@ -38,7 +38,6 @@ async fn main() {
             .key_prefix("example:several:")
             .failure_policy(FailurePolicy::Closed)
             .build()
-            .await
             .unwrap_or_else(|error| {
                 eprintln!("cannot use that Redis: {error}");
                 std::process::exit(2);

@@ -931,7 +931,7 @@ fn made_per_call(expr: Expr) -> syn::Result<Expr> {
                  call is checked against a new, empty limiter and none is ever denied; make \
                  the limiter once: `static LIMITER: std::sync::LazyLock<Limiter> = \
                  std::sync::LazyLock::new(Limiter::memory);` with `limiter = &LIMITER`, or, \
-                 for a limiter built with `Limiter::builder()` and `.build().await`, \
+                 for a limiter built with `Limiter::builder()` and `.build()`, \
                  `ratelimit_runtime::set_global` at start-up (then leave `limiter` out), an \
                  async `OnceCell`, or application state (`limiter = &self.limiter`)"
             ),
@@ -1589,7 +1589,7 @@ mod tests {
             quote!(
                 period = 1,
                 threshold = 1,
-                limiter = &Limiter::builder().build().await?
+                limiter = &Limiter::builder().build()?
             ),
         ] {
             let message = error_of(tokens.clone());

@@ -124,7 +124,7 @@ use proc_macro::TokenStream;
 /// an empty log and none would be denied. Make the limiter once: a
 /// `static LIMITER: LazyLock<Limiter> = LazyLock::new(Limiter::memory)` with
 /// `limiter = &LIMITER`, or `ratelimit_runtime::set_global`, an async `OnceCell` or the
-/// application's state for a limiter built with `.build().await`. Temporaries of the expression live until the check
+/// application's state for a limiter built with `.build()`. Temporaries of the expression live until the check
 /// has answered (a Redis round trip): do not take a lock there (`&*self.lock.read().unwrap()`
 /// would hold it, and make the future `!Send`); keep the `Limiter`, which is cheap to clone,
 /// where a plain reference reaches it.

@@ -9,7 +9,7 @@
 //! | error | status | fields |
 //! | --- | --- | --- |
 //! | [`Denied`](RateLimitError::Denied) | 429 Too Many Requests | `Retry-After`, `RateLimit-Policy`, `RateLimit` |
-//! | [`Unavailable`](RateLimitError::Unavailable) (store down, [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)) | 503 Service Unavailable | `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`]) |
+//! | [`Unavailable`](RateLimitError::Unavailable) (store down, [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)) | 503 Service Unavailable | `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`](crate::headers::UNAVAILABLE_RETRY_AFTER)) |
 //! | [`CostTooHigh`](RateLimitError::CostTooHigh) | 400 Bad Request | |
 //! | [`InvalidInput`](RateLimitError::InvalidInput), [`InvalidConfig`](RateLimitError::InvalidConfig) | 500 Internal Server Error | |
 //!
@@ -51,9 +51,9 @@ use ::actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use ::actix_web::{HttpResponse, ResponseError};
 
 use crate::error::RateLimitError;
+use crate::headers::PROBLEM_JSON;
 use crate::headers::{CompositeHeaders, RateLimitHeaders};
 use crate::problem::{ErrorResponse, problem_body};
-pub use crate::problem::{PROBLEM_JSON, UNAVAILABLE_RETRY_AFTER};
 
 impl RateLimitHeaders {
     /// Sets the fields on an actix-web response: `RateLimit-Policy`, `RateLimit` and, on a

@@ -14,16 +14,6 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisStore, TlsSettings};
 use crate::testing::ManualClock;
 
-/// The key prefix when none is set: Redis keys are `ratelimit:<key>`.
-pub const DEFAULT_KEY_PREFIX: &str = "ratelimit:";
-/// How long a Redis check may take, connecting included, when no timeout is set: 250 ms.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
-/// How long a cached denial answers before a check asks the store again, when no time to live
-/// is set: 1 s (see [`LimiterBuilder::deny_cache_ttl`]).
-pub const DEFAULT_DENY_CACHE_TTL: Duration = Duration::from_secs(1);
-/// How many denials the deny cache keeps at most, when no capacity is set: 4,096 (about
-/// 310 KiB; see [`LimiterBuilder::deny_cache_capacity`]).
-pub const DEFAULT_DENY_CACHE_CAPACITY: usize = 4_096;
 /// The largest deny cache capacity a builder accepts: 2^22 entries (about 310 MiB).
 const MAX_DENY_CACHE_CAPACITY: usize = 1 << 22;
 impl Limiter {
@@ -64,21 +54,32 @@ impl Default for LimiterBuilder {
         LimiterBuilder {
             redis: None,
             tls: TlsSettings::default(),
-            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
             failure_policy: FailurePolicy::default(),
-            timeout: DEFAULT_TIMEOUT,
+            timeout: Self::DEFAULT_TIMEOUT,
             max_keys: None,
             clock: None,
             shadow: false,
             deny_cache: true,
-            deny_cache_ttl: DEFAULT_DENY_CACHE_TTL,
-            deny_cache_capacity: DEFAULT_DENY_CACHE_CAPACITY,
+            deny_cache_ttl: Self::DEFAULT_DENY_CACHE_TTL,
+            deny_cache_capacity: Self::DEFAULT_DENY_CACHE_CAPACITY,
             replica_wait: None,
         }
     }
 }
 
 impl LimiterBuilder {
+    /// The key prefix when none is set: Redis keys are `ratelimit:<key>`.
+    pub const DEFAULT_KEY_PREFIX: &'static str = "ratelimit:";
+    /// How long a Redis check may take, connecting included, when no timeout is set: 250 ms.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+    /// How long a cached denial answers before a check asks the store again, when no time to
+    /// live is set: 1 s (see [`deny_cache_ttl`](LimiterBuilder::deny_cache_ttl)).
+    pub const DEFAULT_DENY_CACHE_TTL: Duration = Duration::from_secs(1);
+    /// How many denials the deny cache keeps at most, when no capacity is set: 4,096 (about
+    /// 310 KiB; see [`deny_cache_capacity`](LimiterBuilder::deny_cache_capacity)).
+    pub const DEFAULT_DENY_CACHE_CAPACITY: usize = 4_096;
+
     /// Keeps the logs in the Redis server at `url`: `redis://[[user]:password@]host[:port][/db]`,
     /// `rediss://…` for TLS (feature `tls`), or `redis+unix:///path`. Without it (or
     /// [`redis_cluster`](LimiterBuilder::redis_cluster)) the limiter is in process. The last of
@@ -239,7 +240,7 @@ impl LimiterBuilder {
     }
 
     /// The longest a cached denial answers before the next check of its key asks the store
-    /// again (default [`DEFAULT_DENY_CACHE_TTL`], 1 s): how stale a cached denial may be after
+    /// again (default [`DEFAULT_DENY_CACHE_TTL`](Self::DEFAULT_DENY_CACHE_TTL), 1 s): how stale a cached denial may be after
     /// another process reset the key, refunded a call of it or raised its threshold. One check
     /// refreshes an entry whose time ends; the others are still answered from it until its
     /// answer comes (at most the [`timeout`](LimiterBuilder::timeout)), so the staleness is at
@@ -252,7 +253,7 @@ impl LimiterBuilder {
         self
     }
 
-    /// How many denials the deny cache keeps (default [`DEFAULT_DENY_CACHE_CAPACITY`], 4,096;
+    /// How many denials the deny cache keeps (default [`DEFAULT_DENY_CACHE_CAPACITY`](Self::DEFAULT_DENY_CACHE_CAPACITY), 4,096;
     /// rounded up to a power of two, at most 80 bytes each), allocated once when the limiter is
     /// built. Entries are found by a keyed hash of the key in sets of 4; when a set is full,
     /// its entry that ends soonest gives way. A denial the cache does not hold is asked of the
@@ -304,8 +305,9 @@ impl LimiterBuilder {
         self
     }
 
-    /// Builds the limiter. It connects lazily, on the first check, so a Redis that is down
-    /// now does not make this fail.
+    /// Builds the limiter. It does no I/O: it connects lazily, on the first check, so a Redis
+    /// that is down now does not make this fail, and a Redis limiter can be made in a `static`
+    /// (`LazyLock`) like an in-process one.
     ///
     /// # Errors
     ///
@@ -316,19 +318,16 @@ impl LimiterBuilder {
     /// credentials, or a `redis+unix://` or `/<db>` node URL), a zero timeout, a zero
     /// `max_keys`, a `deny_cache_ttl` under 1 ms, a `deny_cache_capacity` of zero or above
     /// 2^22, or a `wait_for_replicas` of zero replicas or a wait not within the timeout.
-    #[allow(clippy::unused_async)] // async in the contract: room to validate against the server
-    pub async fn build(self) -> Result<Limiter, RateLimitError> {
-        self.build_now()
-    }
-
-    /// [`build`](LimiterBuilder::build) without a runtime, for the process-wide default.
-    pub(crate) fn build_now(self) -> Result<Limiter, RateLimitError> {
+    pub fn build(self) -> Result<Limiter, RateLimitError> {
         if self.timeout.is_zero() {
             return Err(RateLimitError::InvalidConfig(
                 "the timeout must be longer than zero".into(),
             ));
         }
-        if self.clock.is_some() && self.redis.is_some() && self.key_prefix == DEFAULT_KEY_PREFIX {
+        if self.clock.is_some()
+            && self.redis.is_some()
+            && self.key_prefix == Self::DEFAULT_KEY_PREFIX
+        {
             return Err(RateLimitError::InvalidConfig(
                 "a Redis limiter on a ManualClock needs a key prefix of its own \
                  (`key_prefix`): the logs of limiters on the server's clock would mix two clocks"
@@ -444,13 +443,13 @@ mod tests {
         let limiter = Limiter::builder()
             .redis_url(url)
             .key_prefix(prefix)
-            .build_now()
+            .build()
             .expect("a valid URL");
         assert!(format!("{limiter:?}").contains("redis"));
         let limiter = Limiter::builder()
             .redis_url("redis://127.0.0.1:1/")
             .key_prefix("app:")
-            .build_now()
+            .build()
             .expect("a valid URL");
         assert!(format!("{limiter:?}").contains("redis"));
     }

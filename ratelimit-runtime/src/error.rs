@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use crate::decision::Decision;
 use crate::decisions::Decisions;
-use crate::headers::RateLimitHeaders;
 use crate::rate::Rate;
 
 /// Everything a check can answer with other than an admission.
@@ -32,12 +31,12 @@ pub enum RateLimitError {
     #[error("invalid rate limiter configuration: {0}")]
     InvalidConfig(Cow<'static, str>),
     /// The call costs more than any window of its limit can ever admit: `cost` above `max`,
-    /// the limit's threshold, or for a sliding window log [`MAX_COST`](crate::MAX_COST) if
+    /// the limit's threshold, or for a sliding window log [`Limit::MAX_COST`](crate::Limit::MAX_COST) if
     /// that is lower (a sliding window counter takes any cost up to its threshold). Not a
     /// denial: retrying never helps (the `axum` and `actix-web` features answer 400).
     #[error(
         "a call of cost {cost} can never be admitted: this limit takes a cost of at most {max} (its threshold, and at most {cap} under a sliding window log; a sliding window counter takes any cost up to its threshold)",
-        cap = crate::limit::MAX_COST
+        cap = crate::limit::Limit::MAX_COST
     )]
     CostTooHigh {
         /// The call's cost, as the caller gave it.
@@ -50,12 +49,13 @@ pub enum RateLimitError {
 impl RateLimitError {
     /// [`RateLimitError::CostTooHigh`] for a call of `cost` under `rate`, if it is one:
     /// `cost` above the threshold, or for a sliding window log above
-    /// [`MAX_COST`](crate::MAX_COST).
+    /// [`Limit::MAX_COST`](crate::Limit::MAX_COST).
     pub(crate) fn cost_too_high(cost: u64, rate: Rate) -> Option<RateLimitError> {
         let max = if rate.is_counter() {
             rate.threshold()
         } else {
-            rate.threshold().min(u64::from(crate::limit::MAX_COST))
+            rate.threshold()
+                .min(u64::from(crate::limit::Limit::MAX_COST))
         };
         (cost > max).then_some(RateLimitError::CostTooHigh { cost, max })
     }
@@ -221,7 +221,7 @@ impl Denied {
     pub fn fields(&self) -> Vec<(&'static str, String)> {
         match &self.decisions {
             Some(decisions) => decisions.headers().iter().collect(),
-            None => self.headers().iter().collect(),
+            None => self.decision.headers(self.rate).iter().collect(),
         }
     }
 
@@ -229,13 +229,6 @@ impl Denied {
     #[must_use]
     pub fn rate(&self) -> Rate {
         self.rate
-    }
-
-    /// The HTTP fields of the denial: `RateLimit-Policy`, `RateLimit` and `Retry-After`, of the
-    /// deciding limit only (see [`fields`](Denied::fields) for every limit's).
-    #[must_use]
-    pub fn headers(&self) -> RateLimitHeaders {
-        self.decision.headers(self.rate)
     }
 
     /// The scope: the limited function's path or the attribute's `name`.

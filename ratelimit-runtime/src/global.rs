@@ -61,7 +61,7 @@ fn from_env() -> Limiter {
     } else {
         return Limiter::memory();
     };
-    match builder.build_now() {
+    match builder.build() {
         Ok(limiter) => limiter,
         Err(error) => {
             tracing::error!(

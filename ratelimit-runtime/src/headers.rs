@@ -44,6 +44,14 @@ pub const RATELIMIT: &str = "RateLimit";
 pub const RETRY_AFTER: &str = "Retry-After";
 /// The name of the one policy these fields describe: `default`.
 pub const POLICY_NAME: &str = "default";
+/// The `Retry-After` of the 503 that the `axum` and `actix-web` features answer when the
+/// store is unavailable (under [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)):
+/// 5 seconds. The limiter reconnects on its own; this keeps clients from hammering it
+/// meanwhile.
+pub const UNAVAILABLE_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// The media type of the bodies of the `axum` and `actix-web` features' error responses:
+/// `application/problem+json` (RFC 9457).
+pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// The rate limit fields of a response to one [`Decision`], made by
 /// [`Decision::headers`]. See the [module docs](self) for their syntax and meaning.
@@ -77,14 +85,7 @@ impl Decision {
     /// checked against: the decision does not carry the period, which `w` needs).
     #[must_use]
     pub fn headers(&self, rate: Rate) -> RateLimitHeaders {
-        RateLimitHeaders::new(self, rate)
-    }
-}
-
-impl RateLimitHeaders {
-    /// The fields of `decision`, taken against `rate`; as [`Decision::headers`].
-    #[must_use]
-    pub fn new(decision: &Decision, rate: Rate) -> RateLimitHeaders {
+        let decision = self;
         let period = rate.period();
         let window = (period.subsec_nanos() == 0).then_some(period.as_secs());
         let retry_after = if decision.allowed {
@@ -100,7 +101,9 @@ impl RateLimitHeaders {
             retry_after,
         }
     }
+}
 
+impl RateLimitHeaders {
     /// The value of `RateLimit-Policy`, such as `"default";q=2;w=30`.
     #[must_use]
     pub fn policy(&self) -> String {

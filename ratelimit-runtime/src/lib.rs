@@ -27,7 +27,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), ratelimit_runtime::RateLimitError> {
-//! let limiter = Limiter::memory(); // or Limiter::builder().redis_url("redis://127.0.0.1/").build().await?
+//! let limiter = Limiter::memory(); // or Limiter::builder().redis_url("redis://127.0.0.1/").build()?
 //! let rate = Rate::new(2, Duration::from_secs(30))?;
 //! let decision = limiter.check("app::say_hi", rate).await?;
 //! if !decision.allowed {
@@ -140,16 +140,13 @@ pub mod __private;
 #[cfg(any(feature = "axum", feature = "actix-web"))]
 mod problem;
 
-pub use builder::{
-    DEFAULT_DENY_CACHE_CAPACITY, DEFAULT_DENY_CACHE_TTL, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT,
-    LimiterBuilder,
-};
+pub use builder::LimiterBuilder;
 pub use decision::Decision;
 pub use decisions::{Decisions, LimitDecision};
 pub use error::{Denied, RateLimitError, StoreError};
 pub use global::{global, set_global};
 pub use headers::{CompositeHeaders, RateLimitHeaders};
-pub use limit::{Limit, MAX_COST};
+pub use limit::Limit;
 pub use limiter::Limiter;
 pub use permit::Permit;
 pub use policy::FailurePolicy;

@@ -9,14 +9,6 @@ use std::fmt;
 use crate::decision::Decision;
 use crate::rate::Rate;
 
-/// The most a sliding window log lets one call cost: 10,000. The log records a call of cost
-/// `c` as `c` entries (in Redis, `c` members of the key's sorted set), so a call's work and
-/// memory grow with its cost; above this, a call is answered
-/// [`RateLimitError::CostTooHigh`](crate::RateLimitError::CostTooHigh), never admitted. A
-/// [sliding window counter](crate::Algorithm::SlidingWindowCounter) adds a cost to a count,
-/// and takes any cost up to its threshold.
-pub const MAX_COST: u32 = 10_000;
-
 /// One limit of a check of several ([`Limiter::check_all`](crate::Limiter::check_all)): a
 /// key checked against a [`Rate`], with the cost of the call (1 unless
 /// [`with_cost`](Limit::with_cost) says otherwise) and the label that names its policy in
@@ -49,6 +41,14 @@ pub struct Limit<'a> {
 }
 
 impl<'a> Limit<'a> {
+    /// The most a sliding window log lets one call cost: 10,000. The log records a call of cost
+    /// `c` as `c` entries (in Redis, `c` members of the key's sorted set), so a call's work and
+    /// memory grow with its cost; above this, a call is answered
+    /// [`RateLimitError::CostTooHigh`](crate::RateLimitError::CostTooHigh), never admitted. A
+    /// [sliding window counter](crate::Algorithm::SlidingWindowCounter) adds a cost to a count,
+    /// and takes any cost up to its threshold.
+    pub const MAX_COST: u32 = 10_000;
+
     /// A limit of `key` at `rate`, for a call of cost 1, labelled by its window.
     #[must_use]
     pub fn new(key: impl Into<Cow<'a, str>>, rate: Rate) -> Limit<'a> {
@@ -64,7 +64,7 @@ impl<'a> Limit<'a> {
     /// `cost` stays within the threshold, and then recorded as `cost` admissions. A cost of 0
     /// is always admitted (even where another rate of the key lowered the threshold) and
     /// records nothing; a cost above the threshold (or, for a sliding window log, above
-    /// [`MAX_COST`]) is never admitted (the check fails with
+    /// [`MAX_COST`](Limit::MAX_COST)) is never admitted (the check fails with
     /// [`RateLimitError::CostTooHigh`](crate::RateLimitError::CostTooHigh)).
     #[must_use]
     pub fn with_cost(mut self, cost: u32) -> Limit<'a> {

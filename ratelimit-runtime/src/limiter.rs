@@ -106,23 +106,6 @@ impl Limiter {
         ))
     }
 
-    /// An in-process limiter whose checks are at `clock`'s time: for tests of code that is
-    /// rate limited, which move the clock instead of sleeping (see
-    /// [`ManualClock`](crate::testing::ManualClock)). Sync, so it can initialize a `static`.
-    #[must_use]
-    pub fn memory_with_clock(clock: ManualClock) -> Limiter {
-        let store = Store::Memory(MemoryStore::new());
-        let shared = Shared::new(
-            store,
-            FailurePolicy::default(),
-            MemoryStore::new(),
-            Some(clock),
-            false,
-            None,
-        );
-        Limiter::from_shared(shared)
-    }
-
     /// The limiter whose clones share `shared`.
     pub(crate) fn from_shared(shared: Shared) -> Limiter {
         Limiter {
@@ -221,7 +204,7 @@ impl Limiter {
     /// cost of 0 is always admitted and records nothing. `check_n(key, rate, 1)` is
     /// [`check`](Limiter::check).
     ///
-    /// The log's work and memory grow with the cost: a cost above [`MAX_COST`](crate::MAX_COST)
+    /// The log's work and memory grow with the cost: a cost above [`Limit::MAX_COST`](crate::Limit::MAX_COST)
     /// (10,000) is turned away, as is one above the threshold, which no window could admit. A
     /// [sliding window counter](crate::Algorithm::SlidingWindowCounter) adds the cost to a
     /// count in `O(1)`: any cost up to the threshold (an LLM gateway's tokens, bytes).
@@ -229,7 +212,7 @@ impl Limiter {
     /// # Errors
     ///
     /// [`RateLimitError::CostTooHigh`] when `cost` is above the threshold or, for a sliding
-    /// window log, [`MAX_COST`](crate::MAX_COST); otherwise as [`check`](Limiter::check).
+    /// window log, [`Limit::MAX_COST`](crate::Limit::MAX_COST); otherwise as [`check`](Limiter::check).
     pub fn check_n<'a>(
         &'a self,
         key: &'a str,
@@ -433,7 +416,7 @@ impl Limiter {
     ///
     /// [`RateLimitError::InvalidInput`] for no limit, two limits with the same key, or a label
     /// that is not printable ASCII; [`RateLimitError::CostTooHigh`] for a cost above its
-    /// limit's threshold or [`MAX_COST`](crate::MAX_COST); [`RateLimitError::Unavailable`]
+    /// limit's threshold or [`Limit::MAX_COST`](crate::Limit::MAX_COST); [`RateLimitError::Unavailable`]
     /// when a part of the store failed under [`FailurePolicy::Closed`].
     pub fn check_all<'a>(
         &'a self,
@@ -575,7 +558,7 @@ mod tests {
         let limiter = Limiter::builder()
             .redis_url("redis://127.0.0.1:1/")
             .failure_policy(FailurePolicy::Closed)
-            .build_now()
+            .build()
             .unwrap();
         let rate = Rate::new(1, Duration::from_secs(60)).unwrap();
         let mut context = Context::from_waker(Waker::noop());
@@ -602,7 +585,6 @@ mod tests {
             .failure_policy(crate::FailurePolicy::Open)
             .timeout(Duration::from_secs(2))
             .build()
-            .await
             .unwrap();
         let state = Arc::downgrade(&limiter.shared);
         let rate = Rate::new(5, Duration::from_secs(60)).unwrap();
@@ -654,7 +636,6 @@ mod tests {
                         .redis_url("redis://127.0.0.1:1")
                         .failure_policy(policy)
                         .build()
-                        .await
                         .unwrap();
                     match (policy, limiter.check("k", rate).await) {
                         (crate::FailurePolicy::Open, Ok(decision)) => {

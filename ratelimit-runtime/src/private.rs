@@ -512,7 +512,7 @@ impl Stack {
 ///
 /// [`RateLimitError::Denied`] when the call is denied, naming the deciding limit's scope and
 /// key and carrying every limit's decision; [`RateLimitError::CostTooHigh`] for a cost above
-/// its limit's threshold or, for a sliding window log, [`MAX_COST`](crate::MAX_COST) (a
+/// its limit's threshold or, for a sliding window log, [`Limit::MAX_COST`](crate::Limit::MAX_COST) (a
 /// `usize` cost above `u32::MAX` included); otherwise as [`Limiter::check_all`](crate::Limiter::check_all).
 pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, RateLimitError> {
     admit(limiter, stack).await.map(|(decisions, _)| decisions)

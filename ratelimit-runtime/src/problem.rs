@@ -3,17 +3,9 @@
 //! into their own response types, so both answer alike.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use crate::error::RateLimitError;
-
-/// The `Retry-After` of a 503 answered when the store is unavailable (under
-/// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)): 5 seconds. The limiter reconnects
-/// on its own; this keeps clients from hammering it meanwhile.
-pub const UNAVAILABLE_RETRY_AFTER: Duration = Duration::from_secs(5);
-
-/// The media type of the bodies: `application/problem+json` (RFC 9457).
-pub const PROBLEM_JSON: &str = "application/problem+json";
+use crate::headers::UNAVAILABLE_RETRY_AFTER;
 
 /// The response to one error: a status, the fields to set, and a `detail` for the body.
 pub(crate) struct ErrorResponse {
@@ -111,6 +103,8 @@ fn push_json_string(out: &mut String, text: &str) {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::decision::Decision;
     use crate::error::{Denied, StoreError};

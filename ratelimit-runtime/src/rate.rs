@@ -34,7 +34,7 @@ pub struct Rate {
 /// | | sliding window log | sliding window counter |
 /// | --- | --- | --- |
 /// | state per key | one entry per admission in the window (a sorted set member in Redis) | two counts and a window index (one small hash in Redis) |
-/// | cost of a call | `O(cost)`, at most [`MAX_COST`](crate::MAX_COST) | `O(1)`, up to the threshold |
+/// | cost of a call | `O(cost)`, at most [`Limit::MAX_COST`](crate::Limit::MAX_COST) | `O(1)`, up to the threshold |
 /// | any rolling window of length `period` | at most `threshold` | at most `threshold + ⌊threshold · f⌋ ≤ 2 · threshold − 1` |
 /// | any fixed window (aligned to multiples of `period` since the Unix epoch) | at most `threshold` | at most `threshold` |
 ///

@@ -10,8 +10,9 @@
 //! static CLOCK: LazyLock<ManualClock> = LazyLock::new(|| {
 //!     ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
 //! });
-//! static LIMITER: LazyLock<Limiter> =
-//!     LazyLock::new(|| Limiter::memory_with_clock(CLOCK.clone()));
+//! static LIMITER: LazyLock<Limiter> = LazyLock::new(|| {
+//!     Limiter::builder().clock(CLOCK.clone()).build().expect("an in-process limiter")
+//! });
 //!
 //! #[rate_limit(period = 30, threshold = 2, limiter = &LIMITER)]
 //! async fn say_hi() -> Result<&'static str, RateLimitError> {
@@ -38,8 +39,7 @@ use crate::clock;
 
 /// A clock for tests: it reads a time that moves only through [`advance`](ManualClock::advance)
 /// and [`set`](ManualClock::set), and its clones share that time. A limiter on it
-/// ([`Limiter::memory_with_clock`](crate::Limiter::memory_with_clock),
-/// [`LimiterBuilder::clock`](crate::LimiterBuilder::clock)) checks every call at the clock's
+/// ([`LimiterBuilder::clock`](crate::LimiterBuilder::clock)) checks every call at the clock's
 /// time, as [`Limiter::check_at`](crate::Limiter::check_at) would, so windows pass when the
 /// test says so: no sleeping, no flaky timing. The time has microsecond resolution (what the
 /// stores count).

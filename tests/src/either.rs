@@ -51,7 +51,10 @@ impl EitherStore {
     /// Another limiter of the same store (and, for Redis, the same prefix) on `clock`.
     pub async fn with_clock(&self, clock: ManualClock) -> Limiter {
         match &self.redis {
-            None => Limiter::memory_with_clock(clock),
+            None => Limiter::builder()
+                .clock(clock)
+                .build()
+                .expect("an in-process limiter"),
             Some((redis, prefix)) => redis_limiter(redis, prefix, Some(clock)).await,
         }
     }
@@ -116,5 +119,5 @@ pub async fn redis_limiter(redis: &TestRedis, prefix: &str, clock: Option<Manual
     if let Some(clock) = clock {
         builder = builder.clock(clock);
     }
-    builder.build().await.expect("build a Redis limiter")
+    builder.build().expect("build a Redis limiter")
 }

@@ -455,7 +455,6 @@ pub async fn closed_redis_limiter(url: &str, prefix: &str) -> Limiter {
         .failure_policy(FailurePolicy::Closed)
         .timeout(Duration::from_secs(10))
         .build()
-        .await
         .expect("build a Redis limiter")
 }
 
@@ -471,7 +470,6 @@ pub async fn closed_cluster_limiter(urls: Vec<String>, prefix: &str) -> Limiter 
         .failure_policy(FailurePolicy::Closed)
         .timeout(Duration::from_secs(10))
         .build()
-        .await
         .expect("build a cluster limiter")
 }
 

@@ -72,7 +72,6 @@ async fn the_counter_keeps_its_bound_and_both_stores_decide_alike() {
         .key_prefix(&prefix)
         .timeout(Duration::from_secs(10))
         .build()
-        .await
         .expect("a Redis limiter");
     for (i, trace) in traces().iter().enumerate() {
         let local = accuracy::replay(&Limiter::memory(), "t", trace).await;

@@ -35,7 +35,6 @@ async fn closed(url: &str, timeout: Duration) -> Limiter {
         .failure_policy(FailurePolicy::Closed)
         .timeout(timeout)
         .build()
-        .await
         .unwrap()
 }
 
@@ -226,7 +225,6 @@ async fn huge_timeouts() {
             .redis_url(redis.url())
             .timeout(timeout)
             .build()
-            .await
             .unwrap();
         let r = limiter.check("k", rate()).await;
         eprintln!("{timeout:?}: {r:?} {}", limiter.policy_answers());
@@ -383,7 +381,6 @@ async fn callers_that_give_up_early_still_open_the_breaker() {
         .failure_policy(FailurePolicy::Open)
         .timeout(timeout)
         .build()
-        .await
         .unwrap();
     connected(&limiter, "k").await;
     proxy.set(Fault::Stall);

@@ -46,7 +46,6 @@ async fn limiter(
         .failure_policy(policy)
         .timeout(timeout)
         .build()
-        .await
         .unwrap()
 }
 
@@ -89,7 +88,6 @@ async fn exact_under_concurrent_callers_across_many_slots_with_the_script_on_eve
         .timeout(HEALTHY_TIMEOUT)
         .deny_cache(false)
         .build()
-        .await
         .unwrap();
     assert!(format!("{limiter:?}").contains("redis-cluster"));
     let rate = Rate::new(4, Duration::from_secs(60)).unwrap();

@@ -48,7 +48,6 @@ async fn failover_under_traffic(trigger: Trigger) {
         .key_prefix(&prefix)
         .timeout(TIMEOUT)
         .build()
-        .await
         .expect("a cluster limiter");
     let traffic = Traffic::start(&limiter, "k", 50, Duration::from_millis(5));
     let keys = traffic.keys().to_vec();

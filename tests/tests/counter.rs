@@ -468,7 +468,6 @@ async fn a_dead_store_falls_back_to_the_in_process_counter() {
         .redis_url(format!("redis://127.0.0.1:{}/", tests::free_port()))
         .timeout(Duration::from_millis(500))
         .build()
-        .await
         .expect("built lazily");
     let limit = counter(2, Duration::from_secs(60));
     assert!(limiter.check("dead", limit).await.unwrap().allowed);

@@ -21,7 +21,6 @@ async fn limiter(redis_url: &str, name: &str, clock: &ManualClock) -> Limiter {
     builder(redis_url, &unique_prefix(name))
         .clock(clock.clone())
         .build()
-        .await
         .expect("a Redis limiter")
 }
 
@@ -206,12 +205,10 @@ async fn another_process_reset_is_seen_within_the_time_to_live() {
         .clock(clock.clone())
         .deny_cache_ttl(ttl)
         .build()
-        .await
         .expect("a limiter");
     let theirs = builder(redis.url(), &prefix)
         .clock(clock.clone())
         .build()
-        .await
         .expect("a limiter");
     let rate = rate(2);
     fill(&ours, &clock, "k", rate).await;
@@ -265,7 +262,6 @@ async fn what_skips_the_cache() {
         .clock(clock.clone())
         .deny_cache(false)
         .build()
-        .await
         .expect("a limiter");
     fill(&off, &clock, "k", rate).await;
     let before = scripts_run(&redis).await;
@@ -325,7 +321,6 @@ async fn a_dead_store_is_answered_by_the_policy_once_the_entry_ends() {
         .timeout(Duration::from_millis(500))
         .failure_policy(FailurePolicy::Closed)
         .build()
-        .await
         .expect("a limiter");
     let rate = rate(2);
     fill(&limiter, &clock, "k", rate).await;
@@ -353,7 +348,6 @@ async fn on_the_servers_clock_a_flood_reaches_redis_once_per_time_to_live() {
     let redis = TestRedis::start_private();
     let limiter = builder(redis.url(), &unique_prefix("deny-cache-wall"))
         .build()
-        .await
         .expect("a limiter");
     let rate = rate(2);
     for _ in 0..2 {
@@ -395,7 +389,6 @@ async fn in_a_cluster() {
         .clock(clock.clone())
         .timeout(Duration::from_secs(10))
         .build()
-        .await
         .expect("a cluster limiter");
     let rate = rate(2);
     // Keys on two different masters.
@@ -457,7 +450,7 @@ async fn bad_settings_are_refused() {
             "capacity must be between 1",
         ),
     ] {
-        match builder.redis_url("redis://127.0.0.1:1/").build().await {
+        match builder.redis_url("redis://127.0.0.1:1/").build() {
             Err(RateLimitError::InvalidConfig(message)) => {
                 assert!(message.contains(expected), "{message}");
             }
@@ -581,7 +574,6 @@ async fn a_cached_denial_allocates_nothing_and_keeps_shadow_mode() {
         .clock(clock.clone())
         .shadow(true)
         .build()
-        .await
         .expect("a limiter");
     fill(&shadow, &clock, "k", rate).await;
     let stored = shadow.check("k", rate).await.expect("a check");
@@ -611,7 +603,6 @@ async fn with_and_without_the_cache_decide_alike() {
             .clock(clock.clone())
             .deny_cache(false)
             .build()
-            .await
             .expect("a limiter");
         let mut rng = tests::accuracy::Rng::new(0x9E37_79B9_7F4A_7C15);
         // The counter keeps a counter per period of a key: two periods share the keys.

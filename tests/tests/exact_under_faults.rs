@@ -23,7 +23,6 @@ async fn limiter(redis: &TestRedis, name: &str, policy: FailurePolicy) -> Limite
         .timeout(TIMEOUT)
         .deny_cache(false)
         .build()
-        .await
         .expect("a Redis limiter")
 }
 

@@ -117,7 +117,6 @@ async fn limiter(url: &str, prefix: &str, policy: FailurePolicy) -> Limiter {
         .failure_policy(policy)
         .timeout(TIMEOUT)
         .build()
-        .await
         .unwrap()
 }
 
@@ -324,7 +323,6 @@ async fn a_slow_redis_within_the_timeout_still_answers() {
         .failure_policy(FailurePolicy::Closed)
         .timeout(SLOW_TIMEOUT)
         .build()
-        .await
         .unwrap();
     connected(&limiter, "warm-up").await;
     assert!(check(&limiter, "k", 0.0).await.admitted());

@@ -18,7 +18,6 @@ async fn the_attribute_uses_the_limiter_set_as_default() {
     let installed = Limiter::builder()
         .failure_policy(FailurePolicy::Open)
         .build()
-        .await
         .unwrap();
     set_global(installed).expect("first set_global succeeds");
     assert_eq!(global().failure_policy(), FailurePolicy::Open);

@@ -182,7 +182,7 @@ async fn when_the_store_fails_the_policy_answers() {
             .timeout(Duration::from_secs(10))
             .build()
     };
-    let open = build(FailurePolicy::Open).await.expect("a limiter");
+    let open = build(FailurePolicy::Open).expect("a limiter");
     let answer = peek(&open, "k", T0).await;
     assert!(answer.answered_by_policy(), "{answer:?}");
     assert_eq!(
@@ -191,7 +191,7 @@ async fn when_the_store_fails_the_policy_answers() {
     );
     assert_eq!(open.policy_answers(), 0, "a look is not counted as a check");
 
-    let closed = build(FailurePolicy::Closed).await.expect("a limiter");
+    let closed = build(FailurePolicy::Closed).expect("a limiter");
     let err = closed
         .peek_at("k", rate(), at_micros(T0))
         .await
@@ -199,7 +199,7 @@ async fn when_the_store_fails_the_policy_answers() {
     assert!(matches!(err, RateLimitError::Unavailable(_)), "{err}");
 
     // `Local`: the fallback's log, which the checks answered by the policy recorded.
-    let local = build(FailurePolicy::Local).await.expect("a limiter");
+    let local = build(FailurePolicy::Local).expect("a limiter");
     check(&local, "k", T0).await;
     check(&local, "k", T0 + SECOND).await;
     let answer = peek(&local, "k", T0 + 2 * SECOND).await;
@@ -265,7 +265,10 @@ async fn the_attributes_keys_are_reset_as_documented() {
 #[tokio::test]
 async fn on_a_manual_clock() {
     let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_micros(T0));
-    let limiter = Limiter::memory_with_clock(clock.clone());
+    let limiter = Limiter::builder()
+        .clock(clock.clone())
+        .build()
+        .expect("an in-process limiter");
     for _ in 0..3 {
         assert!(limiter.check("k", rate()).await.expect("a check").allowed);
     }

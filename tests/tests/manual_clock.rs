@@ -98,14 +98,22 @@ async fn windows_pass_when_the_clock_moves(limiter: &Limiter, clock: &ManualCloc
 #[tokio::test]
 async fn in_process() {
     let clock = ManualClock::new(start());
-    let limiter = Limiter::memory_with_clock(clock.clone());
+    let limiter = Limiter::builder()
+        .clock(clock.clone())
+        .build()
+        .expect("an in-process limiter");
     windows_pass_when_the_clock_moves(&limiter, &clock).await;
 }
 
 #[tokio::test]
 async fn a_static_limiter_on_a_static_clock() {
     static CLOCK: LazyLock<ManualClock> = LazyLock::new(|| ManualClock::new(start()));
-    static LIMITER: LazyLock<Limiter> = LazyLock::new(|| Limiter::memory_with_clock(CLOCK.clone()));
+    static LIMITER: LazyLock<Limiter> = LazyLock::new(|| {
+        Limiter::builder()
+            .clock(CLOCK.clone())
+            .build()
+            .expect("an in-process limiter")
+    });
     windows_pass_when_the_clock_moves(&LIMITER, &CLOCK).await;
 }
 
@@ -121,7 +129,6 @@ async fn on_redis_the_clocks_time_is_sent() {
         .timeout(Duration::from_secs(10))
         .clock(clock.clone())
         .build()
-        .await
         .expect("a Redis limiter");
     windows_pass_when_the_clock_moves(&limiter, &clock).await;
     // The scores are the clock's times, not the server's.
@@ -149,8 +156,7 @@ async fn a_redis_limiter_on_a_clock_needs_a_prefix_of_its_own() {
     let built = Limiter::builder()
         .redis_url("redis://127.0.0.1:6379/")
         .clock(ManualClock::new(start()))
-        .build()
-        .await;
+        .build();
     let Err(RateLimitError::InvalidConfig(reason)) = built else {
         panic!("the default prefix is refused");
     };
@@ -167,7 +173,6 @@ async fn the_local_fallback_is_on_the_clock_too() {
         .timeout(Duration::from_secs(10))
         .clock(clock.clone())
         .build()
-        .await
         .expect("a Redis limiter");
     windows_pass_when_the_clock_moves(&limiter, &clock).await;
     assert!(limiter.policy_answers() > 0, "the fallback answered");

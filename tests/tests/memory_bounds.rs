@@ -23,7 +23,6 @@ async fn capped(max_keys: usize) -> Limiter {
     Limiter::builder()
         .max_keys(max_keys)
         .build()
-        .await
         .expect("build a capped in-process limiter")
 }
 
@@ -156,7 +155,6 @@ async fn the_local_fallback_is_capped_too() {
         .timeout(Duration::from_millis(200))
         .max_keys(100)
         .build()
-        .await
         .unwrap();
     let rate = Rate::new(1, Duration::from_secs(60)).unwrap();
     let at = at_micros(T0);
@@ -171,6 +169,6 @@ async fn the_local_fallback_is_capped_too() {
 
 #[tokio::test]
 async fn a_cap_of_zero_keys_is_rejected() {
-    let err = Limiter::builder().max_keys(0).build().await.unwrap_err();
+    let err = Limiter::builder().max_keys(0).build().unwrap_err();
     assert!(matches!(err, RateLimitError::InvalidConfig(_)), "{err}");
 }

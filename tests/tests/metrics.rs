@@ -120,7 +120,6 @@ async fn dead_redis(policy: FailurePolicy) -> Limiter {
         .failure_policy(policy)
         .timeout(Duration::from_millis(200))
         .build()
-        .await
         .unwrap()
 }
 
@@ -187,11 +186,7 @@ fn shadow_limits_count_exactly_their_would_be_denials() {
         }
         assert!(enforced_and_tried(&limiter).await.unwrap_err().is_denied());
         // A limiter in shadow mode: every limit is a shadow one, the attribute's and by hand.
-        let shadow = Limiter::builder()
-            .shadow(true)
-            .build()
-            .await
-            .expect("a limiter");
+        let shadow = Limiter::builder().shadow(true).build().expect("a limiter");
         for _ in 0..3 {
             everything(&shadow).await.expect("shadow mode never denies");
         }
@@ -230,7 +225,6 @@ fn denials_the_deny_cache_answers_are_counted() {
             .key_prefix(tests::unique_prefix("metrics-cached"))
             .timeout(Duration::from_secs(10))
             .build()
-            .await
             .unwrap();
         for _ in 0..5 {
             let _ = cached(&limiter).await;

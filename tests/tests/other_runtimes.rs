@@ -97,7 +97,6 @@ fn the_redis_store_and_the_attribute_under_smol() {
             .failure_policy(FailurePolicy::Closed)
             .timeout(Duration::from_secs(10))
             .build()
-            .await
             .expect("a Redis limiter");
         assert!(hello(&limiter).await.is_ok());
         assert!(hello(&limiter).await.is_ok());
@@ -158,7 +157,6 @@ fn a_fault_under_smol_is_bounded_by_the_timeout_and_ends() {
             .failure_policy(FailurePolicy::Closed)
             .timeout(timeout)
             .build()
-            .await
             .expect("a Redis limiter");
         let rate = Rate::new(1_000, Duration::from_secs(60)).expect("a rate");
         wait_for("a first answer from Redis", STATE_DEADLINE, || async {

@@ -22,7 +22,6 @@ async fn an_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
         .failure_policy(FailurePolicy::Local)
         .timeout(Duration::from_millis(200))
         .build()
-        .await
         .unwrap();
     let rate = Rate::new(1_000, Duration::from_secs(60)).unwrap();
     let key = "user:secret-id-42";

@@ -467,7 +467,6 @@ async fn permits_answered_by_the_policy_are_refunded_where_they_were_recorded() 
         .failure_policy(FailurePolicy::Local)
         .timeout(Duration::from_secs(10))
         .build()
-        .await
         .expect("a limiter");
     let first = local.check_permit("k", rate, 1).await.expect("a check");
     assert!(first.allowed && first.answered_by_policy(), "{first:?}");
@@ -481,7 +480,6 @@ async fn permits_answered_by_the_policy_are_refunded_where_they_were_recorded() 
         .redis_url(&url)
         .failure_policy(FailurePolicy::Open)
         .build()
-        .await
         .expect("a limiter");
     let permit = open.check_permit("k", rate, 1).await.expect("a check");
     assert!(permit.allowed && permit.answered_by_policy());

@@ -64,7 +64,12 @@ async fn the_login_recipe_counts_failures_only() {
 #[tokio::test]
 async fn the_partner_client_waits_for_its_second_and_stops_at_its_hour() {
     let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-    let partner = Partner::new(Limiter::memory_with_clock(clock.clone()));
+    let partner = Partner::new(
+        Limiter::builder()
+            .clock(clock.clone())
+            .build()
+            .expect("an in-process limiter"),
+    );
     let start = clock.now();
     for _ in 0..1_000 {
         partner.fetch("/orders").await.expect("waits for a slot");

@@ -17,7 +17,6 @@ async fn limiter(redis: &TestRedis, prefix: &str) -> Limiter {
         .failure_policy(FailurePolicy::Closed)
         .timeout(Duration::from_secs(5))
         .build()
-        .await
         .expect("build a Redis limiter")
 }
 
@@ -231,7 +230,6 @@ async fn policy_limiter(url: &str, policy: FailurePolicy, timeout: Duration) -> 
         .failure_policy(policy)
         .timeout(timeout)
         .build()
-        .await
         .unwrap()
 }
 
@@ -285,7 +283,7 @@ async fn failure_policies_answer_when_redis_is_down_or_silent() {
 #[tokio::test]
 async fn malformed_urls_fail_at_build_time() {
     for url in ["not a url", "http://127.0.0.1/", "redis://127.0.0.1:99999/"] {
-        let error = Limiter::builder().redis_url(url).build().await.unwrap_err();
+        let error = Limiter::builder().redis_url(url).build().unwrap_err();
         assert!(
             matches!(error, RateLimitError::InvalidConfig(_)),
             "{url}: {error:?}"
@@ -294,7 +292,6 @@ async fn malformed_urls_fail_at_build_time() {
     let error = Limiter::builder()
         .timeout(Duration::ZERO)
         .build()
-        .await
         .unwrap_err();
     assert!(matches!(error, RateLimitError::InvalidConfig(_)));
 }

@@ -30,7 +30,6 @@ async fn a_refund_that_cannot_reach_the_store_is_logged_once_and_its_entry_expir
         .failure_policy(FailurePolicy::Local)
         .timeout(Duration::from_secs(2))
         .build()
-        .await
         .expect("a limiter");
     connected(&limiter, "warm-up").await;
     journal.clear();

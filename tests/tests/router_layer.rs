@@ -182,7 +182,10 @@ async fn a_layer_takes_a_sliding_window_counter_beside_a_log() {
     // The start of an hour, so that the counter's window is the clock's hour.
     let clock = ManualClock::new(std::time::UNIX_EPOCH + Duration::from_secs(1_700_002_800));
     let layer = RateLimitLayer::new(
-        Limiter::memory_with_clock(clock.clone()),
+        Limiter::builder()
+            .clock(clock.clone())
+            .build()
+            .expect("an in-process limiter"),
         burst,
         HeaderKey::new("x-api-key"),
     )

@@ -32,10 +32,7 @@ const SLACK: Duration = Duration::from_secs(2);
 const WATCH_INTERVAL: Duration = Duration::from_millis(400);
 
 async fn limiter(url: &str, prefix: &str) -> Limiter {
-    builder(url, prefix)
-        .build()
-        .await
-        .expect("a Sentinel limiter")
+    builder(url, prefix).build().expect("a Sentinel limiter")
 }
 
 fn builder(url: &str, prefix: &str) -> ratelimit_runtime::LimiterBuilder {
@@ -120,7 +117,7 @@ async fn failover_under_traffic(trigger: Trigger, wait: bool) {
     if wait {
         builder = builder.wait_for_replicas(1, REPLICA_WAIT);
     }
-    let limiter = builder.build().await.expect("a Sentinel limiter");
+    let limiter = builder.build().expect("a Sentinel limiter");
     let old = sentinel.master().await.expect("a master");
     let traffic = Traffic::start(&limiter, "k", 50, Duration::from_millis(5));
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -218,7 +215,6 @@ async fn waiting_for_the_replica() {
     let limiter = builder(&sentinel.url(), &prefix)
         .wait_for_replicas(1, REPLICA_WAIT)
         .build()
-        .await
         .expect("a limiter");
     let master = sentinel.master().await.expect("a master");
     let replica = sentinel.replica_of(master);
@@ -268,7 +264,7 @@ async fn limiter_for_cost(sentinel: &TestSentinel, wait: bool) -> Limiter {
     if wait {
         builder = builder.wait_for_replicas(1, REPLICA_WAIT);
     }
-    builder.build().await.expect("a limiter")
+    builder.build().expect("a limiter")
 }
 
 /// Checks per second of 50 callers over 2 s, each on a key of its own (`stored`: every check

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratelimit_runtime::{
-    Decisions, FailurePolicy, Limit, Limiter, MAX_COST, Rate, RateLimitError, StoreError,
+    Decisions, FailurePolicy, Limit, Limiter, Rate, RateLimitError, StoreError,
 };
 use redis::AsyncCommands as _;
 use tests::cluster::TestCluster;
@@ -38,7 +38,6 @@ async fn cluster_limiter(
         .failure_policy(policy)
         .timeout(timeout)
         .build()
-        .await
         .expect("build a cluster limiter")
 }
 
@@ -292,15 +291,18 @@ async fn costs(limiter: &Limiter) {
     // The cap, and a call of the cap's cost (10,000 members, in chunks).
     let big = rate(20_000, 60 * SECOND);
     let Err(RateLimitError::CostTooHigh { cost, max }) =
-        limiter.check_n("capped", big, MAX_COST + 1).await
+        limiter.check_n("capped", big, Limit::MAX_COST + 1).await
     else {
         panic!("a cost above the cap is refused");
     };
-    assert_eq!((cost, max), (u64::from(MAX_COST) + 1, u64::from(MAX_COST)));
+    assert_eq!(
+        (cost, max),
+        (u64::from(Limit::MAX_COST) + 1, u64::from(Limit::MAX_COST))
+    );
     for remaining in [10_000, 0] {
         let d = limiter
             .check_all_at(
-                [Limit::new("capped", big).with_cost(MAX_COST)],
+                [Limit::new("capped", big).with_cost(Limit::MAX_COST)],
                 at_micros(T0),
             )
             .await

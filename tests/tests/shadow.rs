@@ -67,11 +67,7 @@ async fn shadow_mode(limiter: &Limiter) {
 
 #[tokio::test]
 async fn shadow_mode_in_process() {
-    let limiter = Limiter::builder()
-        .shadow(true)
-        .build()
-        .await
-        .expect("a limiter");
+    let limiter = Limiter::builder().shadow(true).build().expect("a limiter");
     shadow_mode(&limiter).await;
 }
 
@@ -86,7 +82,6 @@ async fn shadow_mode_on_redis() {
         .timeout(Duration::from_secs(10))
         .shadow(true)
         .build()
-        .await
         .expect("a limiter");
     connected(&limiter, "canary").await;
     shadow_mode(&limiter).await;
@@ -165,7 +160,6 @@ async fn shadow_mode_answers_a_failed_store_as_open() {
         .timeout(Duration::from_secs(10))
         .shadow(true)
         .build()
-        .await
         .expect("a limiter");
     let rate = Rate::new(1, HOUR).expect("a rate");
     for _ in 0..2 {
@@ -192,11 +186,7 @@ async fn shadow_mode_answers_a_failed_store_as_open() {
 /// In shadow mode a would-be denial decides a check of several limits, as a denial would.
 #[tokio::test]
 async fn a_would_be_denial_decides() {
-    let limiter = Limiter::builder()
-        .shadow(true)
-        .build()
-        .await
-        .expect("a limiter");
+    let limiter = Limiter::builder().shadow(true).build().expect("a limiter");
     let rate = Rate::new(1, HOUR).expect("a rate");
     assert!(limiter.check("full", rate).await.expect("a check").allowed);
     let decisions = limiter

@@ -127,7 +127,6 @@ async fn capacity_denials() {
     let limiter = Limiter::builder()
         .max_keys(2)
         .build()
-        .await
         .expect("memory limiter");
     let limit = rate(5, Duration::from_secs(10));
     assert!(at(&limiter, "a", limit, T0).await.allowed);
@@ -163,7 +162,6 @@ async fn memory_and_redis_answer_alike() {
         .key_prefix(&prefix)
         .timeout(Duration::from_secs(5))
         .build()
-        .await
         .expect("redis limiter");
     for seed in 1..=40u64 {
         let local = Limiter::memory();
@@ -199,7 +197,6 @@ async fn time_scores_are_microseconds() {
         .key_prefix(&prefix)
         .timeout(Duration::from_secs(5))
         .build()
-        .await
         .expect("redis limiter");
     let limit = rate(1000, Duration::from_secs(60));
     let micros_now = || {

@@ -52,8 +52,8 @@ fn plain_builder(url: &str, prefix: &str) -> LimiterBuilder {
         .timeout(WORKING_TIMEOUT)
 }
 
-async fn build(builder: LimiterBuilder) -> Limiter {
-    builder.build().await.expect("build a Redis limiter")
+fn build(builder: LimiterBuilder) -> Limiter {
+    builder.build().expect("build a Redis limiter")
 }
 
 /// Threshold 3 per 10 s at explicit times, checked as `key` and read from Redis as
@@ -188,7 +188,7 @@ fn assert_hidden<S: AsRef<str>>(what: &str, text: &str, secrets: &[S]) {
 async fn checks_over_tls_with_a_private_ca_are_exact_and_recorded() {
     let redis = TlsRedis::start();
     let prefix = unique_prefix("tls-exact");
-    let limiter = build(tls_builder(&redis, &prefix)).await;
+    let limiter = build(tls_builder(&redis, &prefix));
     let mut connection = redis.connection().await;
     assert_exact(
         &limiter,
@@ -203,7 +203,7 @@ async fn checks_over_tls_with_a_private_ca_are_exact_and_recorded() {
 async fn checks_over_tls_with_the_server_clock_admit_up_to_the_threshold() {
     let redis = TlsRedis::start();
     let prefix = unique_prefix("tls-now");
-    let limiter = build(tls_builder(&redis, &prefix)).await;
+    let limiter = build(tls_builder(&redis, &prefix));
     let limit = rate(2, Duration::from_secs(60));
     let mut allowed = Vec::new();
     for _ in 0..3 {
@@ -222,8 +222,7 @@ async fn mutual_tls_with_the_client_identity_is_served() {
     let limiter = build(tls_builder(&redis, &prefix).tls_client_identity(
         redis.client_cert_pem().to_vec(),
         redis.client_key_pem().to_vec(),
-    ))
-    .await;
+    ));
     let mut connection = redis.connection().await;
     assert_exact(
         &limiter,
@@ -238,7 +237,7 @@ async fn mutual_tls_with_the_client_identity_is_served() {
 async fn mutual_tls_without_a_client_identity_is_unavailable_when_closed() {
     let redis = TlsRedis::start_requiring_client_certificates();
     let prefix = unique_prefix("mtls-none");
-    let limiter = build(tls_builder(&redis, &prefix).timeout(FAILING_TIMEOUT)).await;
+    let limiter = build(tls_builder(&redis, &prefix).timeout(FAILING_TIMEOUT));
     assert_unavailable("mTLS without a client certificate", &limiter, "user-3").await;
     let mut connection = redis.connection().await;
     assert!(!exists(&mut connection, &format!("{prefix}user-3")).await);
@@ -255,8 +254,7 @@ async fn a_server_certificate_from_another_ca_is_refused() {
             .key_prefix(&prefix)
             .failure_policy(FailurePolicy::Closed)
             .timeout(FAILING_TIMEOUT),
-    )
-    .await;
+    );
     assert_unavailable("server certificate from another CA", &limiter, "user-4").await;
     let mut connection = redis.connection().await;
     assert!(!exists(&mut connection, &format!("{prefix}user-4")).await);
@@ -272,8 +270,7 @@ async fn platform_roots_do_not_trust_a_private_ca() {
             .key_prefix(&prefix)
             .failure_policy(FailurePolicy::Closed)
             .timeout(FAILING_TIMEOUT),
-    )
-    .await;
+    );
     assert_unavailable("no CA given (platform roots)", &limiter, "user-5").await;
     let mut connection = redis.connection().await;
     assert!(!exists(&mut connection, &format!("{prefix}user-5")).await);
@@ -292,7 +289,6 @@ async fn a_client_identity_with_a_malformed_key_never_shows_it() {
     // Refused when built (a configuration error, not an outage), without echoing the key.
     let error = builder
         .build()
-        .await
         .expect_err("a malformed client key is refused by build()");
     assert!(
         matches!(error, RateLimitError::InvalidConfig(_)),
@@ -309,7 +305,7 @@ async fn a_client_identity_with_a_malformed_key_never_shows_it() {
 async fn an_acl_user_in_the_url_is_served() {
     let redis = AclRedis::start();
     let prefix = acl_prefix("acl-user");
-    let limiter = build(plain_builder(&redis.user_url(), &prefix)).await;
+    let limiter = build(plain_builder(&redis.user_url(), &prefix));
     let mut connection = redis.connection().await;
     assert_exact(
         &limiter,
@@ -324,7 +320,7 @@ async fn an_acl_user_in_the_url_is_served() {
 async fn requirepass_alone_in_the_url_is_served() {
     let redis = AclRedis::start();
     let prefix = unique_prefix("requirepass");
-    let limiter = build(plain_builder(&redis.default_url(), &prefix)).await;
+    let limiter = build(plain_builder(&redis.default_url(), &prefix));
     let mut connection = redis.connection().await;
     assert_exact(
         &limiter,
@@ -341,7 +337,7 @@ async fn a_wrong_password_is_unavailable_when_closed_and_never_shown() {
     let prefix = acl_prefix("acl-wrong");
     let wrong = format!("not-{}", redis.user_password());
     let url = redis.url_with(Some(AclRedis::USER), &wrong);
-    let limiter = build(plain_builder(&url, &prefix).timeout(FAILING_TIMEOUT)).await;
+    let limiter = build(plain_builder(&url, &prefix).timeout(FAILING_TIMEOUT));
     let error = assert_unavailable("a wrong ACL password", &limiter, "user-9").await;
     let secrets = [wrong.as_str(), redis.user_password()];
     assert_hidden("the error", &error_texts(&error), &secrets);
@@ -356,7 +352,7 @@ async fn a_wrong_requirepass_is_unavailable_when_closed() {
     let prefix = unique_prefix("requirepass-wrong");
     let wrong = format!("not-{}", redis.default_password());
     let limiter =
-        build(plain_builder(&redis.url_with(None, &wrong), &prefix).timeout(FAILING_TIMEOUT)).await;
+        build(plain_builder(&redis.url_with(None, &wrong), &prefix).timeout(FAILING_TIMEOUT));
     let error = assert_unavailable("a wrong requirepass", &limiter, "user-10").await;
     assert_hidden("the error", &error_texts(&error), &[wrong.as_str()]);
 }
@@ -366,7 +362,7 @@ async fn no_password_where_one_is_required_is_unavailable_when_closed() {
     let redis = AclRedis::start();
     let prefix = unique_prefix("noauth");
     let url = format!("redis://127.0.0.1:{}/", redis.port());
-    let limiter = build(plain_builder(&url, &prefix).timeout(FAILING_TIMEOUT)).await;
+    let limiter = build(plain_builder(&url, &prefix).timeout(FAILING_TIMEOUT));
     assert_unavailable("no password", &limiter, "user-11").await;
 }
 
@@ -375,7 +371,7 @@ async fn an_acl_user_outside_its_key_pattern_is_unavailable_when_closed() {
     let redis = AclRedis::start();
     // Not under `ratelimit:`: the user may not touch these keys (NOPERM).
     let prefix = unique_prefix("acl-noperm");
-    let limiter = build(plain_builder(&redis.user_url(), &prefix).timeout(FAILING_TIMEOUT)).await;
+    let limiter = build(plain_builder(&redis.user_url(), &prefix).timeout(FAILING_TIMEOUT));
     assert_unavailable("a key outside the ACL user's pattern", &limiter, "user-12").await;
     let mut connection = redis.connection().await;
     assert!(!exists(&mut connection, &format!("{prefix}user-12")).await);
@@ -406,7 +402,7 @@ async fn debug_of_builders_and_limiters_shows_no_credential() {
     assert_hidden("the builder's Debug", &debug, &secrets);
     let debug = format!("{:#?}", builder.clone());
     assert_hidden("the builder's pretty Debug", &debug, &secrets);
-    let limiter = build(builder).await;
+    let limiter = build(builder);
     let debug = format!("{limiter:?} {limiter:#?}");
     eprintln!("limiter: {limiter:?}");
     assert_hidden("the limiter's Debug", &debug, &secrets);
@@ -428,7 +424,7 @@ async fn build_errors_for_malformed_urls_show_no_password() {
             .redis_url(url)
             .failure_policy(FailurePolicy::Closed);
         assert_hidden("the builder's Debug", &format!("{builder:?}"), &[password]);
-        match builder.build().await {
+        match builder.build() {
             Err(error) => {
                 eprintln!("{url}: {error}");
                 assert!(
@@ -447,7 +443,6 @@ async fn build_errors_for_malformed_urls_show_no_password() {
     let error = Limiter::builder()
         .redis_url("redis://user:s3cr3t@[bad")
         .build()
-        .await
         .expect_err("a malformed URL does not build");
     assert!(matches!(error, RateLimitError::InvalidConfig(_)));
 }
@@ -516,8 +511,7 @@ async fn logs_of_failing_checks_show_no_credential_and_no_key_above_debug() {
                     .key_prefix(acl_prefix("leak"))
                     .failure_policy(policy)
                     .timeout(FAILING_TIMEOUT),
-            )
-            .await;
+            );
             for _ in 0..2 {
                 let started = Instant::now();
                 let answer = limiter.check_at(&key, limit, at_micros(T0)).await;
@@ -716,7 +710,7 @@ async fn unusable_certificates_and_keys_fail_at_build() {
         ),
     ];
     for (what, builder) in cases {
-        let error = builder.build().await.expect_err(what);
+        let error = builder.build().expect_err(what);
         assert!(
             matches!(error, RateLimitError::InvalidConfig(_)),
             "{what}: {error:?}"
@@ -733,7 +727,6 @@ async fn unusable_certificates_and_keys_fail_at_build() {
             redis.client_key_pem().to_vec(),
         )
         .build()
-        .await
         .unwrap();
     assert!(
         limiter

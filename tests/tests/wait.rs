@@ -70,7 +70,10 @@ async fn waiters_are_admitted_on_redis_and_the_log_keeps_the_rate() {
 async fn on_a_manual_clock_a_wait_moves_the_clock() {
     let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let clock = ManualClock::new(start);
-    let limiter = Limiter::memory_with_clock(clock.clone());
+    let limiter = Limiter::builder()
+        .clock(clock.clone())
+        .build()
+        .expect("an in-process limiter");
     let rate = Rate::new(2, Duration::from_secs(30)).expect("a rate");
     let real = Instant::now();
     for _ in 0..2 {
@@ -151,7 +154,10 @@ impl Client for Api {
 async fn the_attributes_wait_on_a_manual_clock() {
     let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let clock = ManualClock::new(start);
-    let limiter = Limiter::memory_with_clock(clock.clone());
+    let limiter = Limiter::builder()
+        .clock(clock.clone())
+        .build()
+        .expect("an in-process limiter");
     for _ in 0..2 {
         assert!(patient(&limiter).await.is_ok());
     }
@@ -183,7 +189,10 @@ async fn the_attributes_wait_on_a_manual_clock() {
     assert!(err.retry_after() > Some(Duration::from_secs(60)), "{err}");
 
     let api = Api {
-        limiter: Limiter::memory_with_clock(clock.clone()),
+        limiter: Limiter::builder()
+            .clock(clock.clone())
+            .build()
+            .expect("an in-process limiter"),
     };
     assert!(api.call().await.is_ok());
     assert!(api.call().await.is_ok(), "waited a second");
@@ -258,7 +267,10 @@ async fn stacked_limits_wait_under_async_trait() {
     let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let clock = ManualClock::new(start);
     let client = Stacked {
-        limiter: Limiter::memory_with_clock(clock.clone()),
+        limiter: Limiter::builder()
+            .clock(clock.clone())
+            .build()
+            .expect("an in-process limiter"),
     };
     assert!(client.call().await.is_ok());
     assert!(client.call().await.is_ok(), "waited a second");

@@ -61,7 +61,6 @@ fn main() {
             .failure_policy(FailurePolicy::Closed)
             .timeout(Duration::from_secs(10))
             .build()
-            .await
             .expect("a Redis limiter")
     });
     eprintln!(

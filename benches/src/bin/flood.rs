@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use benches::{BenchRedis, BenchmarkLoad, command_stats, reset_stats, setting};
-use ratelimit_runtime::{DEFAULT_DENY_CACHE_TTL, Limiter, Rate};
+use ratelimit_runtime::{Limiter, LimiterBuilder, Rate};
 
 /// Our script, the one a check of one log at cost 1 runs.
 const OURS: &str = include_str!("../../../ratelimit-runtime/src/store/redis/sliding_window.lua");
@@ -96,7 +96,7 @@ fn main() {
     // per expiry of its entry (plus the one in flight when the flood ends).
     let expiries = settings
         .seconds
-        .div_ceil(DEFAULT_DENY_CACHE_TTL.as_secs().max(1))
+        .div_ceil(LimiterBuilder::DEFAULT_DENY_CACHE_TTL.as_secs().max(1))
         + 1;
     let bound = (settings.tasks as u64 + expiries) * settings.keys as u64;
     let denied_sent = cached.scripts.saturating_sub(cached.admitted);
@@ -142,7 +142,6 @@ async fn flood(
         .key_prefix(format!("flood:{run}:{deny_cache}:"))
         .deny_cache(deny_cache)
         .build()
-        .await
         .expect("a Redis limiter");
     // Connected, and the script loaded, before the clock starts.
     limiter.check("warm-up", rate).await.expect("a check");
@@ -208,7 +207,6 @@ fn limit(
             .key_prefix(&prefix)
             .deny_cache(false)
             .build()
-            .await
             .expect("a Redis limiter");
         for key in benches::key_names(settings.keys, 12) {
             for _ in 0..rate.threshold() {

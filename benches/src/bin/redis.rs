@@ -434,7 +434,6 @@ async fn ours_run(
         .timeout(Duration::from_secs(10))
         .deny_cache(false)
         .build()
-        .await
         .expect("a Redis limiter");
     let rate =
         Rate::new(settings.limit, Duration::from_millis(settings.window_ms)).expect("a valid rate");

@@ -280,7 +280,6 @@ async fn redis_row(
         .failure_policy(FailurePolicy::Closed)
         .timeout(Duration::from_secs(10))
         .build()
-        .await
         .expect("a Redis limiter");
     let rate = rate(threshold, algorithm);
     if algorithm == Algorithm::SlidingWindowCounter {

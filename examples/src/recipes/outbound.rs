@@ -44,7 +44,12 @@ mod tests {
     #[tokio::test]
     async fn the_eleventh_call_in_a_second_waits_for_the_next_second() {
         let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-        let partner = Partner::new(Limiter::memory_with_clock(clock.clone()));
+        let partner = Partner::new(
+            Limiter::builder()
+                .clock(clock.clone())
+                .build()
+                .expect("an in-process limiter"),
+        );
         let start = clock.now();
         for _ in 0..10 {
             partner.fetch("/orders").await.unwrap();

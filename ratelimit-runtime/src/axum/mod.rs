@@ -12,7 +12,7 @@
 //! | error | status | fields |
 //! | --- | --- | --- |
 //! | [`Denied`](crate::RateLimitError::Denied) | 429 Too Many Requests | `Retry-After`, `RateLimit-Policy`, `RateLimit` |
-//! | [`Unavailable`](crate::RateLimitError::Unavailable) (store down, [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)) | 503 Service Unavailable | `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`]) |
+//! | [`Unavailable`](crate::RateLimitError::Unavailable) (store down, [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)) | 503 Service Unavailable | `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`](crate::headers::UNAVAILABLE_RETRY_AFTER)) |
 //! | [`CostTooHigh`](crate::RateLimitError::CostTooHigh) | 400 Bad Request | |
 //! | [`InvalidInput`](crate::RateLimitError::InvalidInput), [`InvalidConfig`](crate::RateLimitError::InvalidConfig) | 500 Internal Server Error | |
 //!
@@ -71,5 +71,4 @@ mod response;
 
 pub use self::key::{HeaderKey, IpRange, KeyExtractor, PeerIp};
 pub use self::layer::{RateLimitLayer, RateLimitService};
-pub use self::response::{RATELIMIT, RATELIMIT_POLICY, problem};
-pub use crate::problem::{PROBLEM_JSON, UNAVAILABLE_RETRY_AFTER};
+pub use self::response::problem;

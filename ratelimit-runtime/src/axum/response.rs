@@ -8,13 +8,14 @@ use http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use http::{HeaderMap, StatusCode};
 
 use crate::error::RateLimitError;
+use crate::headers::PROBLEM_JSON;
 use crate::headers::{CompositeHeaders, RateLimitHeaders};
-use crate::problem::{ErrorResponse, PROBLEM_JSON, problem_body};
+use crate::problem::{ErrorResponse, problem_body};
 
 /// `RateLimit-Policy`, as an [`http`] header name.
-pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`, as an [`http`] header name.
-pub static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 impl RateLimitHeaders {
     /// Sets the fields on `headers`: `RateLimit-Policy`, `RateLimit` and, on a denial,

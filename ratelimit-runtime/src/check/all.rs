@@ -56,7 +56,7 @@ impl Shared {
     ///
     /// [`RateLimitError::InvalidInput`] for no limit, two limits with one key, a label that
     /// is not printable ASCII, or `at` out of range; [`RateLimitError::CostTooHigh`] for a
-    /// cost above its limit's threshold or [`MAX_COST`](crate::MAX_COST);
+    /// cost above its limit's threshold or [`Limit::MAX_COST`](crate::Limit::MAX_COST);
     /// [`RateLimitError::Unavailable`] when a part of the store failed under
     /// [`FailurePolicy::Closed`].
     pub(crate) async fn check_all(
@@ -665,7 +665,7 @@ fn open_admissions(limits: &[LimitRef<'_>]) -> Vec<Decision> {
 }
 
 /// Whether `limit`'s cost can fit in a window: at most its threshold and
-/// [`MAX_COST`](crate::MAX_COST).
+/// [`Limit::MAX_COST`](crate::Limit::MAX_COST).
 fn cost_fits(limit: &LimitRef<'_>) -> bool {
     RateLimitError::cost_too_high(limit.cost.into(), limit.rate).is_none()
 }

@@ -70,7 +70,7 @@
 //! denied by any, in none; its limits may mix logs and counters. A call of cost `c` counts,
 //! and is recorded in a log, as `c` admissions (in Redis, `c` members `<admission>.<j>`),
 //! in a counter as `c` added to its count; a cost of 0 always fits and records nothing;
-//! costs above the threshold (or, for a log, [`MAX_COST`](crate::limit::MAX_COST)) never
+//! costs above the threshold (or, for a log, [`Limit::MAX_COST`](crate::Limit::MAX_COST)) never
 //! reach a store. Across a
 //! cluster's slots the check path (`check/all.rs`) makes it reserve then refund: one script
 //! per slot, and [`Store::refund`] of the recorded slots when the call is not admitted.

@@ -288,7 +288,7 @@ async fn limiters(servers: &Servers, prefix: &str, cluster: bool, full: bool) ->
         } else {
             builder
         };
-        limiters.push(builder.build().await.expect("build a limiter"));
+        limiters.push(builder.build().expect("build a limiter"));
     }
     for limiter in &limiters {
         crate::connected(limiter, "checker-warm-up").await;
@@ -484,7 +484,6 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
         .timeout(TIMEOUT)
         .deny_cache(false)
         .build()
-        .await
         .expect("build a limiter");
     crate::connected(&limiter, "checker-warm-up").await;
     let period = Duration::from_secs(10);

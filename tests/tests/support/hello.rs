@@ -124,7 +124,6 @@ pub async fn unavailable_limiter() -> Limiter {
         .failure_policy(FailurePolicy::Closed)
         .timeout(Duration::from_millis(200))
         .build()
-        .await
         .unwrap()
 }
 
