@@ -42,17 +42,7 @@
 //!
 //! # Feature flags
 //!
-//! - `macros` (default): re-exports the `#[rate_limit]` attribute.
-//! - `axum`: [`RateLimitError`] implements axum's `IntoResponse` (429 with `Retry-After` and
-//!   the IETF `RateLimit-Policy`/`RateLimit` fields, 503, 500, each with an RFC 9457
-//!   problem+json body), and a tower layer limits whole routers: see the `axum` module.
-//! - `actix-web`: [`RateLimitError`] implements actix-web's `ResponseError`, with the same
-//!   statuses, fields and bodies: see the `actix_web` module.
-//! - `metrics`: counters and a histogram through the [`metrics`](https://docs.rs/metrics)
-//!   facade (0.24); see [Observability](#observability).
-//! - `tls`: `rediss://` URLs over rustls (the platform's roots), with
-//!   `LimiterBuilder::tls_ca_certificate` and `LimiterBuilder::tls_client_identity`; installs
-//!   ring's crypto provider when the process has chosen none.
+#![doc = document_features::document_features!()]
 //!
 //! # HTTP fields
 //!
@@ -99,6 +89,8 @@
 //! nothing for their metrics.
 
 #![forbid(unsafe_code)]
+// docs.rs (`--cfg docsrs`, a nightly) marks each feature-gated item with its feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The layers, bottom first: each file imports only from the layers below its own (see
 // README.md's "Architecture", which lists every file, and tests/tests/layers.rs, which checks
