@@ -46,6 +46,7 @@ pub struct LimiterBuilder {
 #[derive(Clone)]
 enum RedisTarget {
     Url(String),
+    #[cfg(feature = "cluster")]
     Cluster(Vec<String>),
 }
 
@@ -86,7 +87,7 @@ impl LimiterBuilder {
     /// the two calls wins. Takes what configuration gives: a `&str`, a `String`, a
     /// `Cow<str>`.
     ///
-    /// Or the master of a Redis Sentinel deployment:
+    /// Or, with the `sentinel` feature, the master of a Redis Sentinel deployment:
     /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/<master name>[/<db>]`
     /// (`rediss+sentinel://` for TLS to the sentinels and the master; sentinels' port 26379 by
     /// default). The URL's user and password are the master's; sentinels with credentials of
@@ -109,6 +110,7 @@ impl LimiterBuilder {
     /// The cluster client follows `MOVED` and `ASK` redirections and reconnects to moved or
     /// failed-over masters within the check's timeout; the script counts a call that it resends
     /// once.
+    #[cfg(feature = "cluster")]
     #[must_use]
     pub fn redis_cluster<I>(mut self, nodes: I) -> Self
     where
@@ -346,6 +348,7 @@ impl LimiterBuilder {
                 RedisStore::single(url, &self.tls, &self.key_prefix, self.timeout)
                     .map_err(RateLimitError::InvalidConfig)?,
             ),
+            #[cfg(feature = "cluster")]
             Some(RedisTarget::Cluster(nodes)) => Store::Redis(
                 RedisStore::cluster(nodes, &self.tls, &self.key_prefix, self.timeout)
                     .map_err(RateLimitError::InvalidConfig)?,
@@ -405,6 +408,7 @@ impl fmt::Debug for LimiterBuilder {
         let redis = match &self.redis {
             None => None,
             Some(RedisTarget::Url(_)) => Some("url <redacted>".to_owned()),
+            #[cfg(feature = "cluster")]
             Some(RedisTarget::Cluster(nodes)) => {
                 Some(format!("cluster of {} <redacted> node URLs", nodes.len()))
             }

@@ -2,6 +2,8 @@
 
 use std::sync::OnceLock;
 
+use crate::builder::LimiterBuilder;
+use crate::error::RateLimitError;
 use crate::limiter::Limiter;
 use crate::policy::FailurePolicy;
 
@@ -22,10 +24,10 @@ pub fn set_global(limiter: Limiter) -> Result<(), Limiter> {
 /// The process-wide default limiter, built on first use unless [`set_global`] came first.
 ///
 /// Built from the environment, with the default prefix, timeout and failure policy:
-/// - `RATELIMIT_REDIS_CLUSTER`: a Redis Cluster, given by some of its nodes' URLs separated by
-///   commas (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`);
+/// - `RATELIMIT_REDIS_CLUSTER` (feature `cluster`): a Redis Cluster, given by some of its
+///   nodes' URLs separated by commas (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`);
 /// - else `RATELIMIT_REDIS_URL`, else `REDIS_URL`: one Redis server, or a Sentinel
-///   deployment's master (`redis+sentinel://…`, see
+///   deployment's master (`redis+sentinel://…`, feature `sentinel`, see
 ///   [`LimiterBuilder::redis_url`](crate::LimiterBuilder::redis_url));
 /// - else (none set, or all empty): in process.
 ///
@@ -44,24 +46,16 @@ fn from_env() -> Limiter {
             .map(|value| (name, value))
     };
     let builder = Limiter::builder();
-    let (variable, builder) = if let Some((variable, nodes)) = setting("RATELIMIT_REDIS_CLUSTER") {
-        (
-            variable,
-            builder.redis_cluster(
-                nodes
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|node| !node.is_empty()),
-            ),
-        )
+    let (variable, built) = if let Some((variable, nodes)) = setting("RATELIMIT_REDIS_CLUSTER") {
+        (variable, cluster(builder, &nodes))
     } else if let Some((variable, url)) =
         setting("RATELIMIT_REDIS_URL").or_else(|| setting("REDIS_URL"))
     {
-        (variable, builder.redis_url(&url))
+        (variable, builder.redis_url(&url).build())
     } else {
         return Limiter::memory();
     };
-    match builder.build() {
+    match built {
         Ok(limiter) => limiter,
         Err(error) => {
             tracing::error!(
@@ -74,5 +68,40 @@ fn from_env() -> Limiter {
                 FailurePolicy::default(),
             )
         }
+    }
+}
+
+/// The limiter of the Redis Cluster whose nodes `nodes` lists, separated by commas.
+#[cfg(feature = "cluster")]
+fn cluster(builder: LimiterBuilder, nodes: &str) -> Result<Limiter, RateLimitError> {
+    builder
+        .redis_cluster(
+            nodes
+                .split(',')
+                .map(str::trim)
+                .filter(|node| !node.is_empty()),
+        )
+        .build()
+}
+
+/// Without the `cluster` feature, a cluster setting is a configuration error.
+#[cfg(not(feature = "cluster"))]
+fn cluster(_: LimiterBuilder, _: &str) -> Result<Limiter, RateLimitError> {
+    Err(RateLimitError::InvalidConfig(
+        "a Redis Cluster needs the `cluster` feature of ratelimit-runtime".into(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Without the `cluster` feature a cluster setting is a configuration error that names it
+    /// (the process-wide default then answers by its failure policy).
+    #[cfg(not(feature = "cluster"))]
+    #[test]
+    fn a_cluster_needs_the_cluster_feature() {
+        let error = super::cluster(crate::Limiter::builder(), "redis://127.0.0.1:7000")
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("`cluster` feature"), "{error}");
     }
 }

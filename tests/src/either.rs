@@ -49,6 +49,10 @@ impl EitherStore {
     }
 
     /// Another limiter of the same store (and, for Redis, the same prefix) on `clock`.
+    ///
+    /// # Panics
+    ///
+    /// When the limiter cannot be built.
     pub async fn with_clock(&self, clock: ManualClock) -> Limiter {
         match &self.redis {
             None => Limiter::builder()

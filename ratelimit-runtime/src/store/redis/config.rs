@@ -162,6 +162,7 @@ pub(super) fn unusable(error: &redis::RedisError) -> ConfigError {
 /// master's name, and how to reach the master (its credentials and database) and the
 /// sentinels (theirs).
 #[derive(Clone)]
+#[cfg_attr(not(feature = "sentinel"), allow(dead_code))] // parsed, then refused
 pub(crate) struct SentinelSettings {
     /// TLS to the sentinels and the master (`rediss+sentinel://`).
     pub(crate) secure: bool,

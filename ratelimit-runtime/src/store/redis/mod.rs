@@ -14,6 +14,7 @@ mod config;
 mod member;
 mod scan;
 mod script;
+#[cfg(feature = "sentinel")]
 mod sentinel;
 mod slot;
 mod target;
@@ -27,6 +28,7 @@ pub(crate) use self::config::{ConfigError, TlsSettings};
 pub(crate) use self::member::Admission;
 use self::member::MemberSource;
 use self::script::Call;
+#[cfg(feature = "sentinel")]
 use self::sentinel::WatchClaim;
 use self::target::{Connection, Target};
 use crate::decision::Decision;
@@ -79,6 +81,7 @@ impl RedisStore {
     /// # Errors
     ///
     /// No node, or a node URL rejected as by [`RedisStore::single`] or unfit for a cluster.
+    #[cfg(feature = "cluster")]
     pub(crate) fn cluster(
         nodes: &[String],
         tls: &TlsSettings,
@@ -122,18 +125,20 @@ impl RedisStore {
     /// How many parts the limiter's circuit breakers split this store into: one for a server;
     /// for a cluster, one per hash slot, so that a failed master stops only its own slots.
     pub(crate) fn parts(&self) -> usize {
-        match self.target {
-            Target::Single(_) | Target::Sentinel(_) => 1,
-            Target::Cluster(_) => slot::SLOTS,
+        if self.target.is_one_server() {
+            1
+        } else {
+            slot::SLOTS
         }
     }
 
     /// The part `key` belongs to (below [`RedisStore::parts`]): in a cluster, the hash slot of
     /// `<prefix><key>`.
     pub(crate) fn part(&self, key: &str) -> usize {
-        match self.target {
-            Target::Single(_) | Target::Sentinel(_) => 0,
-            Target::Cluster(_) => usize::from(slot::key_slot(&self.prefix, key)),
+        if self.target.is_one_server() {
+            0
+        } else {
+            usize::from(slot::key_slot(&self.prefix, key))
         }
     }
 
@@ -141,11 +146,10 @@ impl RedisStore {
     /// [`COUNTER_SUFFIX`] after it for a sliding window counter (the same slot when the key
     /// has a hash tag, as the attribute's stacked keys do).
     pub(crate) fn part_of(&self, limit: LimitRef<'_>) -> usize {
-        match self.target {
-            Target::Cluster(_) if limit.rate.is_counter() => {
-                usize::from(slot::slot_of(&[&self.prefix, limit.key, COUNTER_SUFFIX]))
-            }
-            _ => self.part(limit.key),
+        if !self.target.is_one_server() && limit.rate.is_counter() {
+            usize::from(slot::slot_of(&[&self.prefix, limit.key, COUNTER_SUFFIX]))
+        } else {
+            self.part(limit.key)
         }
     }
 
@@ -418,7 +422,7 @@ impl RedisStore {
     /// Claims the one slot-map lookup that may run at a time (cluster only); `None` when
     /// another runs. The lookup ends when the claim is dropped.
     pub(crate) fn claim_lookup(&self) -> Option<LookupClaim<'_>> {
-        (matches!(self.target, Target::Cluster(_)) && !self.looking_up.swap(true, Ordering::AcqRel))
+        (!self.target.is_one_server() && !self.looking_up.swap(true, Ordering::AcqRel))
             .then_some(LookupClaim(&self.looking_up))
     }
 
@@ -427,9 +431,9 @@ impl RedisStore {
     /// timeouts in all, connecting included); `None` for a single server, or when the cluster
     /// does not tell.
     pub(crate) async fn master_parts(&self, part: usize) -> Option<Vec<(u16, u16)>> {
-        let Target::Cluster(_) = self.target else {
+        if self.target.is_one_server() {
             return None;
-        };
+        }
         let runtime = Runtime::current()?;
         let slot = u16::try_from(part).ok()?;
         let lookup = async {
@@ -448,6 +452,7 @@ impl RedisStore {
     /// This runtime's connection, made now if it has none.
     async fn connection(&self, runtime: &Runtime) -> Result<Connection, StoreError> {
         let id = runtime.id();
+        #[cfg(feature = "sentinel")]
         if let Some(claim) = self.target.watch_claim() {
             // A Sentinel deployment's watch, started (again, when its runtime shut down).
             let connections = Arc::downgrade(&self.connections);
@@ -525,6 +530,7 @@ type Connections = HashMap<RuntimeId, Option<Connection>>;
 /// [`INTERVAL`](sentinel::INTERVAL), asks the sentinels (each within `limit`) which master
 /// they name, and forgets every runtime's connection once it is not the one they reach. Ends
 /// with the store, or with its runtime (the next connection starts another).
+#[cfg(feature = "sentinel")]
 async fn watch_master(claim: WatchClaim, connections: Weak<RwLock<Connections>>, limit: Duration) {
     let (mut sentinel, mut previous) = (None, None);
     loop {

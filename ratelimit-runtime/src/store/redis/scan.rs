@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use redis::Value;
+#[cfg(feature = "cluster")]
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 
 use super::target::Connection;
@@ -147,6 +148,7 @@ async fn unlink(
 
 /// The masters of a cluster, by address, with their slot ranges, from `CLUSTER SLOTS`; the
 /// server itself for a single server.
+#[cfg(feature = "cluster")]
 async fn masters(connection: &mut Connection, limit: Duration) -> Result<Vec<Node>, StoreError> {
     if !connection.is_cluster() {
         return Ok(vec![Node {
@@ -204,6 +206,7 @@ async fn masters(connection: &mut Connection, limit: Duration) -> Result<Vec<Nod
 /// `command` sent to `node`: by its address in a cluster (redis-rs's own slot map may be older
 /// than the `CLUSTER SLOTS` just read, and a `SCAN` names no key that a `MOVED` could correct);
 /// by its first slot's master when it has no usable address.
+#[cfg(feature = "cluster")]
 async fn routed(
     connection: &mut Connection,
     command: redis::Cmd,
@@ -224,6 +227,26 @@ async fn routed(
     connection
         .route_value(command, RoutingInfo::SingleNode(routing))
         .await
+}
+
+/// Without the `cluster` feature, the one server.
+#[cfg(not(feature = "cluster"))]
+#[allow(clippy::unused_async)] // the cluster's version asks the cluster
+async fn masters(_: &mut Connection, _: Duration) -> Result<Vec<Node>, StoreError> {
+    Ok(vec![Node {
+        address: None,
+        ranges: Vec::new(),
+    }])
+}
+
+/// Without the `cluster` feature, `command` sent to the one server.
+#[cfg(not(feature = "cluster"))]
+async fn routed(
+    connection: &mut Connection,
+    command: redis::Cmd,
+    _: &Node,
+) -> redis::RedisResult<Value> {
+    connection.query_value(&command).await
 }
 
 /// `call`, failed with [`StoreError::Timeout`] when it takes longer than `limit`.

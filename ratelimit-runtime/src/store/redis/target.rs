@@ -5,19 +5,23 @@
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+#[cfg(feature = "cluster")]
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisResult};
 
 use super::config::{
     ConfigError, SentinelSettings, TlsSettings, check_tls, check_url, parse_sentinel, unusable,
 };
+#[cfg(feature = "sentinel")]
 use super::sentinel::{MasterWatch, WatchClaim};
 use crate::runtime::RuntimeId;
 
 /// A Sentinel deployment: the client that asks the sentinels for the master (it caches its
 /// connections to them, hence the lock, held only while connecting, which the store does one
 /// attempt at a time anyway), and the watch of which master they name.
+#[cfg(feature = "sentinel")]
 pub(crate) struct SentinelTarget {
     client: async_lock::Mutex<redis::sentinel::SentinelClient>,
     watch: MasterWatch,
@@ -29,9 +33,11 @@ pub(crate) enum Target {
     Single(redis::Client),
     /// The master of a Sentinel deployment, asked of the sentinels at every connection (after
     /// a failover, the next connection finds the new master), and watched.
+    #[cfg(feature = "sentinel")]
     Sentinel(Box<SentinelTarget>),
     /// A cluster: its client, and one that never resends a call (see
     /// [`Connection::query`]).
+    #[cfg(feature = "cluster")]
     Cluster(Box<(ClusterClient, ClusterClient)>),
 }
 
@@ -65,6 +71,7 @@ impl Target {
     /// # Errors
     ///
     /// TLS settings without `rediss+sentinel://`, or settings redis-rs refuses.
+    #[cfg(feature = "sentinel")]
     fn sentinel(settings: &SentinelSettings, tls: &TlsSettings) -> Result<Target, ConfigError> {
         use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
         use redis::{ConnectionAddr, TlsMode};
@@ -139,12 +146,19 @@ impl Target {
         })))
     }
 
+    /// Without the `sentinel` feature, a `redis+sentinel://` URL is a configuration error.
+    #[cfg(not(feature = "sentinel"))]
+    fn sentinel(_: &SentinelSettings, _: &TlsSettings) -> Result<Target, ConfigError> {
+        Err("a `redis+sentinel://` URL needs the `sentinel` feature of ratelimit-runtime".into())
+    }
+
     /// The claim to run the watch of a Sentinel deployment's master, unless one runs (or the
     /// target is not a Sentinel deployment).
+    #[cfg(feature = "sentinel")]
     pub(crate) fn watch_claim(&self) -> Option<WatchClaim> {
         match self {
             Target::Sentinel(sentinel) => sentinel.watch.claim(),
-            Target::Single(_) | Target::Cluster(_) => None,
+            _ => None,
         }
     }
 
@@ -155,6 +169,7 @@ impl Target {
     ///
     /// No node, or a node URL rejected as for [`Target::single`]; a `redis+unix://` node; nodes
     /// that disagree on TLS, credentials or database.
+    #[cfg(feature = "cluster")]
     pub(crate) fn cluster(
         nodes: &[String],
         tls: &TlsSettings,
@@ -199,6 +214,7 @@ impl Target {
     }
 
     /// Connects, within `timeout` for each step, for the runtime `id`.
+    #[cfg_attr(not(feature = "sentinel"), allow(unused_variables))] // the watch's only
     pub(crate) async fn connect(
         &self,
         timeout: Duration,
@@ -215,6 +231,7 @@ impl Target {
             Target::Single(client) => ConnectionManager::new_with_config(client.clone(), config)
                 .await
                 .map(Connection::Single),
+            #[cfg(feature = "sentinel")]
             Target::Sentinel(sentinel) => {
                 // The sentinels name the master (and redis-rs checks that it says it is one).
                 // The manager reconnects to that address alone: once it stops being the
@@ -226,6 +243,7 @@ impl Target {
                 sentinel.watch.connected_to(id, &address);
                 Ok(Connection::Single(connection))
             }
+            #[cfg(feature = "cluster")]
             Target::Cluster(clients) => {
                 let (routed, once) = futures_util::future::try_join(
                     clients.0.get_async_connection(),
@@ -241,7 +259,9 @@ impl Target {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Target::Single(_) => "redis",
+            #[cfg(feature = "sentinel")]
             Target::Sentinel(_) => "redis-sentinel",
+            #[cfg(feature = "cluster")]
             Target::Cluster(_) => "redis-cluster",
         }
     }
@@ -249,7 +269,11 @@ impl Target {
     /// `true` for a target whose connections reach one server (a single server, a Sentinel
     /// deployment's master), which the store drops when they may have gone stale.
     pub(crate) fn is_one_server(&self) -> bool {
-        matches!(self, Target::Single(_) | Target::Sentinel(_))
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(_) = self {
+            return false;
+        }
+        true
     }
 }
 
@@ -258,6 +282,7 @@ impl Target {
 pub(crate) enum Connection {
     Single(ConnectionManager),
     /// A cluster's connection, and the one of its client that never resends.
+    #[cfg(feature = "cluster")]
     Cluster(Box<(ClusterConnection, ClusterConnection)>),
 }
 
@@ -266,18 +291,22 @@ impl Connection {
     /// cluster, on the connection of the client without retries: redis-rs's cluster client
     /// resends a call whose connection dropped, which may have run; a single server's
     /// connection never resends by itself).
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))] // one server never resends
     pub(crate) async fn query(&mut self, command: &Cmd, once: bool) -> RedisResult<Vec<i64>> {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
+            #[cfg(feature = "cluster")]
             Connection::Cluster(connections) if once => {
                 command.query_async(&mut connections.1).await
             }
+            #[cfg(feature = "cluster")]
             Connection::Cluster(connections) => command.query_async(&mut connections.0).await,
         }
     }
 
     /// Sends `pipeline` (routed, in a cluster, to its first key's node; `once`: as
     /// [`query`](Connection::query) sends) and returns its replies.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))] // one server never resends
     pub(crate) async fn query_pipeline<T: redis::FromRedisValue>(
         &mut self,
         pipeline: &redis::Pipeline,
@@ -285,16 +314,22 @@ impl Connection {
     ) -> RedisResult<T> {
         match self {
             Connection::Single(connection) => pipeline.query_async(connection).await,
+            #[cfg(feature = "cluster")]
             Connection::Cluster(connections) if once => {
                 pipeline.query_async(&mut connections.1).await
             }
+            #[cfg(feature = "cluster")]
             Connection::Cluster(connections) => pipeline.query_async(&mut connections.0).await,
         }
     }
 
     /// `true` for a cluster's connection.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        #[cfg(feature = "cluster")]
+        if let Connection::Cluster(_) = self {
+            return true;
+        }
+        false
     }
 
     /// Sends `command` (routed, in a cluster, to its key's node) and returns its reply as it
@@ -302,11 +337,13 @@ impl Connection {
     pub(crate) async fn query_value(&mut self, command: &Cmd) -> RedisResult<redis::Value> {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
+            #[cfg(feature = "cluster")]
             Connection::Cluster(connections) => command.query_async(&mut connections.0).await,
         }
     }
 
     /// Sends `command` to the node `routing` names in a cluster, to the server otherwise.
+    #[cfg(feature = "cluster")]
     pub(crate) async fn route_value(
         &mut self,
         command: Cmd,
@@ -321,6 +358,7 @@ impl Connection {
     /// In a cluster, the slot ranges of the master that owns `slot`, from `CLUSTER SLOTS`
     /// asked of any node; `None` for a single server or when no node tells.
     /// Each node asked gets `timeout` to answer.
+    #[cfg(feature = "cluster")]
     pub(crate) async fn master_slots(
         &mut self,
         slot: u16,
@@ -343,10 +381,18 @@ impl Connection {
         }
         None
     }
+
+    /// Without the `cluster` feature, no connection is a cluster's.
+    #[cfg(not(feature = "cluster"))]
+    #[allow(clippy::unused_async)] // the cluster's version asks the cluster
+    pub(crate) async fn master_slots(&mut self, _: u16, _: Duration) -> Option<Vec<(u16, u16)>> {
+        None
+    }
 }
 
 /// From a `CLUSTER SLOTS` reply (`[[first, last, [host, port, id], replicas…], …]`), the ranges
 /// of the master whose range holds `slot`.
+#[cfg(feature = "cluster")]
 fn master_ranges(reply: &redis::Value, slot: u16) -> Option<Vec<(u16, u16)>> {
     use redis::Value;
     let Value::Array(ranges) = reply else {
@@ -420,7 +466,7 @@ fn build_with_tls(
     redis::Client::open(url)
 }
 
-#[cfg(feature = "tls")]
+#[cfg(all(feature = "cluster", feature = "tls"))]
 fn with_cluster_tls(builder: ClusterClientBuilder, tls: &TlsSettings) -> ClusterClientBuilder {
     crate::tls::ensure_crypto_provider();
     if tls.is_set() {
@@ -430,12 +476,12 @@ fn with_cluster_tls(builder: ClusterClientBuilder, tls: &TlsSettings) -> Cluster
     }
 }
 
-#[cfg(not(feature = "tls"))]
+#[cfg(all(feature = "cluster", not(feature = "tls")))]
 fn with_cluster_tls(builder: ClusterClientBuilder, _tls: &TlsSettings) -> ClusterClientBuilder {
     builder
 }
 
-#[cfg(feature = "tls")]
+#[cfg(all(feature = "sentinel", feature = "tls"))]
 fn with_sentinel_tls(
     builder: redis::sentinel::SentinelClientBuilder,
     tls: &TlsSettings,
@@ -449,7 +495,7 @@ fn with_sentinel_tls(
     }
 }
 
-#[cfg(not(feature = "tls"))]
+#[cfg(all(feature = "sentinel", not(feature = "tls")))]
 fn with_sentinel_tls(
     builder: redis::sentinel::SentinelClientBuilder,
     _tls: &TlsSettings,
@@ -490,6 +536,7 @@ mod tests {
         assert!(single("redis+unix:///tmp/redis.sock").is_ok());
     }
 
+    #[cfg(feature = "cluster")]
     #[test]
     fn clusters_need_nodes_over_tcp() {
         let timeout = Duration::from_millis(250);
@@ -521,6 +568,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "cluster")]
     #[test]
     fn finds_every_range_of_a_slots_master() {
         use redis::Value;
@@ -546,6 +594,16 @@ mod tests {
         );
         assert_eq!(master_ranges(&reply, 6000), Some(vec![(5461, 10922)]));
         assert_eq!(master_ranges(&Value::Nil, 1), None);
+    }
+
+    /// Without the `sentinel` feature a Sentinel URL is a configuration error that names it.
+    #[cfg(not(feature = "sentinel"))]
+    #[test]
+    fn a_sentinel_url_needs_the_sentinel_feature() {
+        let error = single("redis+sentinel://127.0.0.1:26379/mymaster")
+            .err()
+            .unwrap();
+        assert!(error.contains("`sentinel` feature"), "{error}");
     }
 
     #[test]
