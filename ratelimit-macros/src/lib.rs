@@ -224,7 +224,8 @@ use proc_macro::TokenStream;
 /// Optional: which calls count, by the body's outcome. `count = "all"` (the default),
 /// `"errors"` (only calls whose body returns `Err`: failed logins) or `"ok"` (only those
 /// returning `Ok`: a caller is not charged for our failures); `count_if = |r: &Result<T, E>|
-/// ..` for any other rule (an axum login that answers `Ok((StatusCode::UNAUTHORIZED, ..))`).
+/// ..` for any other rule (an axum login that answers `Ok((StatusCode::UNAUTHORIZED, ..))`),
+/// a closure returning whether the call counts, its parameter's type written or left out.
 /// The check before the body is unchanged: the call is recorded up front as a reservation (so
 /// the limit stays exact under racing callers), and once the body returned it is refunded
 /// from each limit under which it does not count (its own entries removed), before the

@@ -200,8 +200,8 @@ impl Limiter {
     /// Checks `key` against `rate` now for a call of `cost`, and records it if admitted: the
     /// call is admitted iff the admissions in the window plus `cost` stay within the threshold,
     /// and is then recorded as `cost` admissions (each counts until it leaves the window). A
-    /// cost of 0 is always admitted and records nothing. `check_n(key, rate, 1)` is
-    /// [`check`](Limiter::check).
+    /// cost of 0 is always admitted and records nothing. A denial's `retry_after` is the time
+    /// until `cost` fits. `check_n(key, rate, 1)` is [`check`](Limiter::check).
     ///
     /// The log's work and memory grow with the cost: a cost above [`Limit::MAX_COST`](crate::Limit::MAX_COST)
     /// (10,000) is turned away, as is one above the threshold, which no window could admit. A
@@ -388,8 +388,8 @@ impl Limiter {
     /// slot are one script (give them a hash tag, `{user:42}:burst` and `{user:42}:daily`,
     /// for one round trip); limits in several slots are checked at once, one script per slot,
     /// and when any slot denies, fails or times out, the others' records are refunded before
-    /// the check returns (even when its caller stops waiting: the check runs to its end on the
-    /// runtime). So no limit ever admits above its threshold, and after the check no limit
+    /// the check returns (so such a check may take twice the timeout; even when its caller
+    /// stops waiting, the check runs to its end on the runtime). So no limit ever admits above its threshold, and after the check no limit
     /// holds a denied call, except a record its refund could not reach: one on a node that is
     /// down or stalled, which expires with its window (the outage is logged). A racing call may
     /// be denied meanwhile by a reservation that is refunded right after.
