@@ -53,7 +53,6 @@
 //! # Feature flags
 //!
 #![doc = document_features::document_features!()]
-
 #![forbid(unsafe_code)]
 // docs.rs (`--cfg docsrs`, a nightly) marks each feature-gated item with its feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]

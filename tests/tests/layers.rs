@@ -345,7 +345,9 @@ fn violations(files: &Files, listed: &[String]) -> Vec<String> {
     }
     for file in listed {
         if !files.contains_key(file) {
-            problems.push(format!("{file} is listed in CONTRIBUTING.md but does not exist"));
+            problems.push(format!(
+                "{file} is listed in CONTRIBUTING.md but does not exist"
+            ));
         }
     }
     // A `mod.rs` names its children by bare paths (`script::run`): it comes after them all.
