@@ -6,7 +6,6 @@
 pub mod hello_actix;
 #[cfg(feature = "axum")]
 pub mod hello_axum;
-pub mod recipes;
 #[cfg(feature = "axum")]
 pub mod router_layer;
 #[cfg(any(feature = "axum", feature = "actix-web"))]

@@ -87,13 +87,12 @@ use proc_macro::TokenStream;
 /// find value `a` in this scope"): name the argument and read its fields instead. Any other
 /// non-`async` function is refused.
 ///
-/// The counter is named by the scope (see [`name`](#name)) and the optional [`key`](#key): in
-/// Redis it is the sorted set `<prefix><scope>`, or `<prefix><scope>/<key>` with a `key`
-/// (`prefix` is the limiter's key prefix, `"ratelimit:"` by default), the scope and the key
-/// each escaped: a `\`, `/`, `@`, `#`, `{` or `}` in them is written behind a backslash (a
-/// brace as `\(`, `\)`), so that no key value reaches another scope's log (the README's "Key
-/// layout"). `rate = expr` adds the window, `@<window>`, and stacked attributes have a layout
-/// of their own (see [Stacked limits](#stacked-limits)).
+/// A limit counts the calls of its **scope** and its [`key`](#key) together. The scope is the
+/// function's path unless [`name`](#name) sets it. In Redis the log is the sorted set
+/// `<prefix><scope>/<key>` (`<prefix><scope>` without a `key`; `prefix` is the limiter's key
+/// prefix, `"ratelimit:"` by default), the scope and the key escaped so that no key value
+/// reaches another scope's log; the guide's `keys` page (`ratelimit_runtime::guide::keys`)
+/// lays out every form, stacked and `rate = expr` ones included.
 ///
 /// # `period`
 ///
@@ -105,6 +104,14 @@ use proc_macro::TokenStream;
 ///
 /// Required unless [`rate`](#rate) is given: the number of calls admitted per window, an integer literal from 1 to 4294967295
 /// (`threshold = 10`).
+///
+/// # `algorithm`
+///
+/// Optional: the string literal `"sliding_window_log"` (the default: exact, one entry per
+/// admission in the window) or `"sliding_window_counter"` (two counts per key whatever the
+/// threshold and the cost; a rolling window may hold up to `2 × threshold − 1`). Not with
+/// [`rate`](#rate), whose `Rate` carries its algorithm (`Rate::with_algorithm`). The guide's
+/// `algorithms` page compares the two.
 ///
 /// # `key`
 ///
@@ -121,18 +128,22 @@ use proc_macro::TokenStream;
 /// `limiter = my_limiter()`, evaluated on each call; without it the process-wide default
 /// `ratelimit_runtime::global()` is used. An expression that visibly makes a new limiter on
 /// each call (`&Limiter::memory()`, `&Limiter::builder()...`) is refused: every call would see
-/// an empty log and none would be denied. Make the limiter once: a
+/// an empty log and none would be denied (`&Limiter::memory()` is what rustc suggests for
+/// `limiter = Limiter::memory()`: the error shows the fixes). The attribute cannot see through
+/// a function of yours: `&my_limiter()` where `my_limiter` returns a new `Limiter` has the
+/// same flaw and is not caught; return a `&'static Limiter`, or a clone of one limiter made
+/// once (clones share their counts). Make the limiter once: a
 /// `static LIMITER: LazyLock<Limiter> = LazyLock::new(Limiter::memory)` with
-/// `limiter = &LIMITER`, or `ratelimit_runtime::set_global`, an async `OnceCell` or the
-/// application's state for a limiter built with `.build()`. Temporaries of the expression live until the check
+/// `limiter = &LIMITER` (a Redis limiter too: `LimiterBuilder::build` does no I/O),
+/// `ratelimit_runtime::set_global`, or the application's state. Temporaries of the expression live until the check
 /// has answered (a Redis round trip): do not take a lock there (`&*self.lock.read().unwrap()`
 /// would hold it, and make the future `!Send`); keep the `Limiter`, which is cheap to clone,
 /// where a plain reference reaches it.
 ///
 /// # `name`
 ///
-/// Optional: the scope, a non-empty string literal not starting with `#` (`name = "login"`).
-/// Functions with the same `name` share their counters. Without it the scope is the function's
+/// Optional: sets the scope, a non-empty string literal not starting with `#`
+/// (`name = "login"`). Functions with the same `name` share their counters. Without it the scope is the function's
 /// path, such as `app::handlers::login` or `app::Session<_>::login` (distinct for same-named
 /// methods of different types). Set a `name` to keep keys stable when code moves or the
 /// compiler changes: the default comes from `std::any::type_name`, whose output Rust does not
@@ -154,11 +165,12 @@ use proc_macro::TokenStream;
 /// # `cost`
 ///
 /// Optional: what the call costs, 1 by default; an unsigned integer literal (checked at
-/// compile time: at least 1, at most the literal `threshold` and `MAX_COST`, 10,000) or
+/// compile time: at least 1, at most the literal `threshold` and, under the sliding window
+/// log, `Limit::MAX_COST`, 10,000) or
 /// expression (`u8` to `u64`, or `usize` such as `cost = items.len()`). A call of cost `c` is
 /// admitted iff the window's recorded cost plus `c` stays within the threshold, and is then
 /// recorded as `c` admissions; a cost of 0 is admitted and records nothing. A cost above the
-/// threshold or `MAX_COST` (a `usize` above `u32::MAX` included, never truncated) fails the
+/// threshold or the log's `Limit::MAX_COST` (a `usize` above `u32::MAX` included, never truncated) fails the
 /// call with `RateLimitError::CostTooHigh` without running the body: not a denial, since
 /// retrying never helps (the `axum` and `actix-web` features answer it 400).
 ///
@@ -167,7 +179,9 @@ use proc_macro::TokenStream;
 /// Optional: a `bool` expression, evaluated before the limit's other expressions; when true,
 /// this limit is skipped for the call (neither checked nor recorded; its `rate`, `cost` and
 /// `key` are not evaluated), and the function's other stacked limits still apply:
-/// `exempt = caller.is_internal()`. A call exempt from every limit runs without a check (the
+/// `exempt = caller.is_internal()`. An exempt limit is left out of the call's
+/// [`decision`](#decision) and its HTTP fields, so that a response's `RateLimit-Policy` lists
+/// the limits that applied to it. A call exempt from every limit runs without a check (the
 /// `limiter` expression is still evaluated; the store is not asked).
 ///
 /// # `decision`
@@ -200,7 +214,8 @@ use proc_macro::TokenStream;
 /// and copied per attempt. Nothing is recorded while it sleeps; a wait is not a queue (a
 /// later call may take the slot a waiter woke for). Stacked limits are one check, which
 /// waits once: give `wait` on any of them. The sleeps need a Tokio runtime with its time
-/// driver; outside a runtime the first denial is the answer. On a limiter on a
+/// driver, or outside Tokio the runtime's `smol` feature (smol's timers); outside any runtime
+/// the first denial is the answer. On a limiter on a
 /// `ManualClock` the wait moves that clock instead of sleeping (see
 /// `ratelimit_runtime::testing`). `Limiter::until_ready` documents the rest.
 ///
@@ -209,7 +224,8 @@ use proc_macro::TokenStream;
 /// Optional: which calls count, by the body's outcome. `count = "all"` (the default),
 /// `"errors"` (only calls whose body returns `Err`: failed logins) or `"ok"` (only those
 /// returning `Ok`: a caller is not charged for our failures); `count_if = |r: &Result<T, E>|
-/// ..` for any other rule (an axum login that answers `Ok((StatusCode::UNAUTHORIZED, ..))`).
+/// ..` for any other rule (an axum login that answers `Ok((StatusCode::UNAUTHORIZED, ..))`),
+/// a closure returning whether the call counts, its parameter's type written or left out.
 /// The check before the body is unchanged: the call is recorded up front as a reservation (so
 /// the limit stays exact under racing callers), and once the body returned it is refunded
 /// from each limit under which it does not count (its own entries removed), before the
@@ -218,8 +234,12 @@ use proc_macro::TokenStream;
 /// dropped before its body finished, keeps its reservation; a refund that cannot reach the
 /// store leaves its entries to expire with their window (the outage is logged once). Not
 /// with `wait` (a compile error for now: in-flight reservations would make a waiter sleep for
-/// a whole period while refunds free the slots in milliseconds). `Limiter::check_permit` is
-/// the same by hand.
+/// a whole period while refunds free the slots in milliseconds). The body's result is kept
+/// while its refund runs, so the function's future is `Send` only if the result is (a result
+/// holding an `Rc` makes it `!Send`; under `#[async_trait]`, which needs `Send`, that is a
+/// compile error); under `#[async_trait]` the `count_if` closure is made outside the method's
+/// body: it may read `self`, not an argument taken by value. `Limiter::check_permit` is the
+/// same by hand.
 ///
 /// # `shadow`
 ///
@@ -253,26 +273,14 @@ use proc_macro::TokenStream;
 ///
 /// Each stacked limit keeps its own log. A stacked limit's scope is its `name`, or by
 /// default the function's path and the limit's position (`app::search#1` for the outermost,
-/// `app::search#2`...: the default scopes of two stacked limits differ, and a denial's
-/// `Denied::scope` says which limit denied; the check's span and metrics keep the
-/// function's path). Its log is `#<name>/{<key>}@<window>` or
-/// `#<function>#<position>/{<key>}@<window>`, or without a key `#{<name>}@<window>` or
-/// `#{<function>}#<position>@<window>`, the name, path and key escaped as above:
-/// `#app::search#1/{42}@1s`, `#app::search#2/{42}@1d`. The leading `#`, which no escaped
-/// scope starts with, keeps them apart from one attribute's keys whatever a caller's key
-/// value. So two limits never share a log.
-///
-/// The hash tag puts a call's limits of one key value in one Cluster slot (one round trip),
-/// and keyless unnamed limits in their function's; not co-located are keys that are empty,
-/// keyless limits of different `name`s, and every key under a key prefix
-/// that holds a `{`: they may take two round trips, still all or nothing.
-///
-/// Since the position is part of the scope, reordering stacked attributes without `name`s
-/// (or a `#[cfg_attr(.., rate_limit(..))]` that comes and goes) shifts their logs, and
-/// adding a second attribute to a function (or removing one) moves the first limit from
-/// `<scope>/<key>`: such a log starts empty, so for one window the function admits up to
-/// one threshold more than the limit. Give stacked limits `name`s to keep their logs through
-/// such changes. A `name` is shared by functions of the same form only.
+/// `app::search#2`...: a denial's `Denied::scope` says which limit denied; the check's span
+/// and metrics keep the function's path). A call's limits of one key value share a Redis
+/// Cluster hash slot, so one round trip, but for a few exceptions. Since the position is part of the scope, reordering
+/// stacked attributes without `name`s, or adding a second attribute to a function, moves
+/// their logs: for one window the function then admits up to one threshold more. Give
+/// stacked limits `name`s to keep their logs through such changes. The guide's `keys` page
+/// (`ratelimit_runtime::guide::keys`) has their layout, the exceptions and what each change
+/// moves.
 ///
 /// The stacked attributes share one limiter: give `limiter` (and `crate`) once, on any of
 /// them, or identically on each; two different limiters are refused (all or nothing across
@@ -298,7 +306,7 @@ use proc_macro::TokenStream;
 /// async fn login(user_id: u64) -> Result<Session, AppError> {
 ///     let rate = ratelimit_runtime::Rate::new(5, std::time::Duration::from_secs(60))
 ///         .expect("checked at compile time");
-///     let key = format!("login:{}", user_id); // without `key`: the scope alone
+///     let key = format!("login/{user_id}"); // the scope and the key, escaped; without `key`: the scope
 ///     let limiter = ratelimit_runtime::global(); // or the `limiter` expression
 ///     let decision = limiter.check(&key, rate).await.map_err(AppError::from)?;
 ///     if !decision.allowed {

@@ -4,30 +4,9 @@
 //! implements `From<RateLimitError>` and `ResponseError` (delegating to this one for its
 //! rate-limit variant).
 //!
-//! The responses are those of the `axum` feature, byte for byte:
-//!
-//! | error | status | fields |
-//! | --- | --- | --- |
-//! | [`Denied`](RateLimitError::Denied) | 429 Too Many Requests | `Retry-After`, `RateLimit-Policy`, `RateLimit` |
-//! | [`Unavailable`](RateLimitError::Unavailable) (store down, [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)) | 503 Service Unavailable | `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`](crate::headers::UNAVAILABLE_RETRY_AFTER)) |
-//! | [`CostTooHigh`](RateLimitError::CostTooHigh) | 400 Bad Request | |
-//! | [`InvalidInput`](RateLimitError::InvalidInput), [`InvalidConfig`](RateLimitError::InvalidConfig) | 500 Internal Server Error | |
-//!
-//! The rate limit fields follow draft-ietf-httpapi-ratelimit-headers-11 (see
-//! [`RateLimitHeaders`](crate::headers)). Every body is an RFC 9457 problem details document
-//! (`Content-Type: application/problem+json`) with the members `type` (`about:blank`),
-//! `title` (the status's reason phrase), `status` and `detail`; a denial's `detail` names the
-//! scope, never the key (keys may hold user identifiers):
-//!
-//! ```text
-//! HTTP/1.1 429 Too Many Requests
-//! content-type: application/problem+json
-//! retry-after: 30
-//! ratelimit-policy: "default";q=2;w=30
-//! ratelimit: "default";r=0;t=30
-//!
-//! {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded for `hello`: retry after 29.998s"}
-//! ```
+//! The statuses, fields and problem+json bodies are those of the `axum` feature, listed under
+//! [`headers`' Responses](crate::headers#responses); [`problem`] makes such a body for an
+//! application's other errors.
 //!
 //! `#[rate_limit]` goes on a handler like on any `async fn`; its `key` and `limiter` may use
 //! the handler's extractors:

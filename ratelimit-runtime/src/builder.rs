@@ -94,8 +94,8 @@ impl LimiterBuilder {
     /// their own take `?sentinel_username=…&sentinel_password=…`. Each connection asks the
     /// sentinels for the master, and the limiter asks them again every 200 ms which master
     /// they name: once two asks in a row name another master than a connection reaches, that
-    /// connection is dropped and the next check connects to the new master (see README
-    /// "Running in production" for what a failover costs).
+    /// connection is dropped and the next check connects to the new master (see
+    /// [`guide::redis`](crate::guide::redis#redis-sentinel) for what a failover costs).
     #[must_use]
     pub fn redis_url(mut self, url: impl AsRef<str>) -> Self {
         self.redis = Some(RedisTarget::Url(url.as_ref().to_owned()));
@@ -278,7 +278,8 @@ impl LimiterBuilder {
     /// master: its breaker opens). This narrows the window in which admissions are lost; it
     /// does not close it (a replica can acknowledge and still not be the one promoted, and the
     /// call stays recorded on the master either way). Each recording check then waits for the
-    /// slowest of those replicas: README "Running in production" has the measured cost.
+    /// slowest of those replicas: [`guide::redis`](crate::guide::redis#replication-and-lost-admissions)
+    /// has the measured cost.
     /// `timeout` is rounded up to whole milliseconds, and must be shorter than the
     /// [`timeout`](LimiterBuilder::timeout) of the whole check (else the check times out
     /// first; Redis checks a blocked `WAIT` at its `hz`, 10 by default, so leave about 100 ms

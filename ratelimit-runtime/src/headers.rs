@@ -1,7 +1,7 @@
 //! [`RateLimitHeaders`]: the HTTP response fields that tell a client about a [`Decision`].
 //!
-//! Framework-free: names and values as plain strings, for any HTTP library. The `axum` feature
-//! sets them on responses for you.
+//! Framework-free: names and values as plain strings, for any HTTP library. The `axum` and
+//! `actix-web` features set them on responses for you (see [Responses](#responses)).
 //!
 //! The fields follow [draft-ietf-httpapi-ratelimit-headers-11]: `RateLimit-Policy` and
 //! `RateLimit` are Structured Field Lists (RFC 9651) of one Item each, a String naming the
@@ -26,6 +26,37 @@
 //!
 //! The draft's optional `qu` (quota unit, default `"requests"`) and `pk` (partition key) are
 //! not sent: the key may hold a user identifier.
+//!
+//! # Responses
+//!
+//! The `axum` and `actix-web` features answer a [`RateLimitError`](crate::RateLimitError)
+//! alike, byte for byte:
+//!
+//! | error | status | fields |
+//! | --- | --- | --- |
+//! | [`Denied`](crate::RateLimitError::Denied) | 429 Too Many Requests | `Retry-After`, `RateLimit-Policy`, `RateLimit` (every limit's, for a check of several) |
+//! | [`Unavailable`](crate::RateLimitError::Unavailable) (store down, [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)) | 503 Service Unavailable | `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`]) |
+//! | [`CostTooHigh`](crate::RateLimitError::CostTooHigh) | 400 Bad Request | |
+//! | [`InvalidInput`](crate::RateLimitError::InvalidInput), [`InvalidConfig`](crate::RateLimitError::InvalidConfig) | 500 Internal Server Error | |
+//!
+//! Every body is an RFC 9457 problem details document ([`PROBLEM_JSON`]) with the members
+//! `type` (`about:blank`), `title` (the status's reason phrase), `status` and `detail`. A
+//! denial's `detail` is the error's message, which names the scope and never the key (keys may
+//! hold user identifiers); the other errors' `detail` says what happened without the internals
+//! (the store's error, a configuration), which are logged instead: a 500 at error level when it
+//! is answered, an outage by the limiter when it starts. The third call within 30 s of a
+//! handler under `#[rate_limit(period = 30, threshold = 2, name = "hello.sayHi")]` (the fields
+//! are exact, the milliseconds in `detail` vary):
+//!
+//! ```text
+//! HTTP/1.1 429 Too Many Requests
+//! content-type: application/problem+json
+//! retry-after: 30
+//! ratelimit-policy: "default";q=2;w=30
+//! ratelimit: "default";r=0;t=30
+//!
+//! {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded for `hello.sayHi`: retry after 29.998s"}
+//! ```
 //!
 //! [draft-ietf-httpapi-ratelimit-headers-11]: https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/11/
 

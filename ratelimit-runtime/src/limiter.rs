@@ -45,11 +45,10 @@ use crate::testing::ManualClock;
 /// crate ports, without their bugs): exact, at a memory cost of one entry per admission in the
 /// window.
 ///
-/// A [sliding window counter](crate::Algorithm::SlidingWindowCounter) keeps instead, per key,
-/// and period two counts and a window index: in Redis a field of the hash named
-/// `<prefix><key>#swc`, which expires
-/// when the window after its latest admission's ends (at most two periods on); in process an
-/// entry of 80 bytes (a key of up to 23 bytes inline).
+/// A [sliding window counter](crate::Algorithm::SlidingWindowCounter) keeps instead, per key
+/// and period, two counts and a window index (the guide's
+/// [`algorithms`](crate::guide::algorithms#the-sliding-window-counter) page has its state and
+/// its rules).
 ///
 /// # Stores
 ///
@@ -180,10 +179,10 @@ impl Limiter {
 
     /// Checks `key` against `rate` at the time `at`, and records the call if it is admitted.
     ///
-    /// For tests and for callers that keep their own clock; `at` wins over a
+    /// For tests, replays and callers that keep their own clock; `at` wins over a
     /// [`ManualClock`]. Do not mix `check_at` and [`check`](Limiter::check) on one key of a
-    /// Redis limiter, or of a limiter on a manual clock: `check` reads the Redis server's
-    /// clock (or the manual one), which may differ from the one `at` comes from.
+    /// Redis limiter, or of a limiter on a manual clock: see
+    /// [`guide::testing`](crate::guide::testing#replaying-explicit-times).
     ///
     /// # Errors
     ///
@@ -201,8 +200,8 @@ impl Limiter {
     /// Checks `key` against `rate` now for a call of `cost`, and records it if admitted: the
     /// call is admitted iff the admissions in the window plus `cost` stay within the threshold,
     /// and is then recorded as `cost` admissions (each counts until it leaves the window). A
-    /// cost of 0 is always admitted and records nothing. `check_n(key, rate, 1)` is
-    /// [`check`](Limiter::check).
+    /// cost of 0 is always admitted and records nothing. A denial's `retry_after` is the time
+    /// until `cost` fits. `check_n(key, rate, 1)` is [`check`](Limiter::check).
     ///
     /// The log's work and memory grow with the cost: a cost above [`Limit::MAX_COST`](crate::Limit::MAX_COST)
     /// (10,000) is turned away, as is one above the threshold, which no window could admit. A
@@ -325,13 +324,9 @@ impl Limiter {
     /// fallback of [`FailurePolicy::Local`], so that the key's next call starts a fresh window
     /// (a support desk unblocking a customer). A call in flight may still record after it.
     ///
-    /// For the attribute's keys, name them as its documentation lays them out, each scope and
-    /// key escaped (`E`: `\`, `/`, `@`, `#`, `{`, `}` written `\\`, `\/`, `\@`, `\#`, `\(`,
-    /// `\)`): `E(scope)` or `E(scope)/E(key)` for one attribute (`@<window>` appended with
-    /// `rate = expr`), and for each stacked limit `#E(name)/{E(key)}@<window>` or
-    /// `#E(function)#<position>/{E(key)}@<window>`, or without a key `#{E(name)}@<window>` or
-    /// `#{E(function)}#<position>@<window>`. A key given to [`check`](Limiter::check) by hand
-    /// is the caller's own text, unescaped.
+    /// The attribute's keys are laid out in [`guide::keys`](crate::guide::keys) (to forget all
+    /// of a caller's, [`reset_scope`](Limiter::reset_scope)); a key given to
+    /// [`check`](Limiter::check) by hand is the caller's own text, unescaped.
     ///
     /// # Errors
     ///
@@ -354,14 +349,11 @@ impl Limiter {
     /// [`Denied::scope`](crate::Denied::scope) names it without its `#<position>`); `key` the
     /// `key` argument's value as `Display` writes it, `None` for limits without a key.
     ///
-    /// It forgets, before the key prefix: `E(scope)` or `E(scope)/E(key)`, each also with an
-    /// `@<window>` after it (`rate = expr`), and the stacked forms `#E(scope)/{E(key)}@<window>`,
-    /// `#E(scope)#<position>/{E(key)}@<window>`, `#{E(scope)}@<window>` and
-    /// `#{E(scope)}#<position>@<window>`, and the counter of each (`#swc` after it), where `E`
-    /// escapes `\`, `/`, `@`, `#`, `{` and `}` with a backslash (braces as `\(`, `\)`) and a
-    /// window is digits and a unit (`us`, `ms`, `s`, `m`, `h`, `d`). A stacked limit with a
-    /// `name` is that name's scope, not its function's. The layout is injective: no other
-    /// scope's or key's log is forgotten, whatever the key values. The
+    /// It forgets the logs of every attribute form of the [key layout](crate::guide::keys)
+    /// (plain, with a window, stacked with or without a position) for that scope and key, and
+    /// the counter of each (`#swc` after it). A stacked limit with a `name` is that name's
+    /// scope, not its function's. The layout is injective: no other scope's or key's log is
+    /// forgotten, whatever the key values. The
     /// in-process fallback of [`FailurePolicy::Local`] forgets the same. Returns how many
     /// keys the store forgot.
     ///
@@ -396,8 +388,8 @@ impl Limiter {
     /// slot are one script (give them a hash tag, `{user:42}:burst` and `{user:42}:daily`,
     /// for one round trip); limits in several slots are checked at once, one script per slot,
     /// and when any slot denies, fails or times out, the others' records are refunded before
-    /// the check returns (even when its caller stops waiting: the check runs to its end on the
-    /// runtime). So no limit ever admits above its threshold, and after the check no limit
+    /// the check returns (so such a check may take twice the timeout; even when its caller
+    /// stops waiting, the check runs to its end on the runtime). So no limit ever admits above its threshold, and after the check no limit
     /// holds a denied call, except a record its refund could not reach: one on a node that is
     /// down or stalled, which expires with its window (the outage is logged). A racing call may
     /// be denied meanwhile by a reservation that is refunded right after.

@@ -67,7 +67,7 @@ pub fn type_name_of<T>(_: &T) -> &'static str {
 }
 
 /// The key of one call with a `key` argument: `E(scope)/E(key)`, each escaped (`\`, `/`, `@`,
-/// `#`, `{` and `}` written `\\`, `\/`, `\@`, `\#`, `\(`, `\)`; see the README's "Key layout"),
+/// `#`, `{` and `}` written `\\`, `\/`, `\@`, `\#`, `\(`, `\)`; see `guide::keys`),
 /// so that no key chosen by a caller reaches another scope's or form's log (`app::login/42`).
 /// One allocation (none is made without a `key`: the scope, a `&'static str`, is the key).
 /// The key is formatted twice, once to measure it, so that the `String` is allocated once at

@@ -291,7 +291,8 @@ impl AclRedis {
             "on",
             &format!(">{user_password}"),
             &format!("~{}*", AclRedis::KEY_PATTERN_PREFIX),
-            // The least the limiter needs, as the README says: the script and its commands.
+            // The least the limiter needs, as the guide says (`guide::redis`, "TLS and ACL
+            // users"): the script and its commands.
             "+@scripting",
             "+@sortedset",
             "+pexpire",

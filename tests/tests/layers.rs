@@ -1,5 +1,5 @@
-//! The crates' layering, against README.md's "Architecture": every file of `ratelimit-runtime/src`
-//! and `ratelimit-macros/src` is listed there, and names (by any `crate::`, `super::` or
+//! The crates' layering, against CONTRIBUTING.md's "Architecture": every file of
+//! `ratelimit-runtime/src` and `ratelimit-macros/src` is listed there, and names (by any `crate::`, `super::` or
 //! `self::` path outside comments, literals and test modules) only files listed above it,
 //! through their module paths: `crate::Limiter` (a root re-export) would hide which file a
 //! file depends on. A `mod.rs` comes after its children, which it names by bare paths. Not
@@ -39,12 +39,12 @@ fn read_files(dir: &Path) -> Files {
     files
 }
 
-/// The files README.md lists under the heading "### `<src>`", in order.
-fn listed(readme: &str, src: &str) -> Vec<String> {
+/// The files CONTRIBUTING.md lists under the heading "### `<src>`", in order.
+fn listed(contributing: &str, src: &str) -> Vec<String> {
     let heading = format!("### `{src}`");
-    let (_, section) = readme
+    let (_, section) = contributing
         .split_once(&heading)
-        .unwrap_or_else(|| panic!("README.md has no section {heading}"));
+        .unwrap_or_else(|| panic!("CONTRIBUTING.md has no section {heading}"));
     let section = section.split("\n#").next().unwrap_or(section);
     section
         .lines()
@@ -339,13 +339,15 @@ fn violations(files: &Files, listed: &[String]) -> Vec<String> {
         let times = listed.iter().filter(|listed| *listed == file).count();
         if times != 1 {
             problems.push(format!(
-                "{file} is listed {times} times in README.md's Architecture"
+                "{file} is listed {times} times in CONTRIBUTING.md's Architecture"
             ));
         }
     }
     for file in listed {
         if !files.contains_key(file) {
-            problems.push(format!("{file} is listed in README.md but does not exist"));
+            problems.push(format!(
+                "{file} is listed in CONTRIBUTING.md but does not exist"
+            ));
         }
     }
     // A `mod.rs` names its children by bare paths (`script::run`): it comes after them all.
@@ -423,13 +425,14 @@ fn violations(files: &Files, listed: &[String]) -> Vec<String> {
 }
 
 fn check_crate(src: &str) {
-    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    let contributing =
+        std::fs::read_to_string(workspace().join("CONTRIBUTING.md")).expect("CONTRIBUTING.md");
     let files = read_files(&workspace().join(src));
-    let listed = listed(&readme, src);
+    let listed = listed(&contributing, src);
     let problems = violations(&files, &listed);
     assert!(
         problems.is_empty(),
-        "{src} against README.md's Architecture:\n{}",
+        "{src} against CONTRIBUTING.md's Architecture:\n{}",
         problems.join("\n")
     );
     eprintln!(
@@ -479,7 +482,7 @@ fn the_check_finds_upward_imports_cycles_and_root_imports() {
     let order = ["private.rs", "c/mod.rs", "a.rs", "b.rs", "c/d.rs"].map(str::to_owned);
     let problems = violations(&files, &order);
     let expected = [
-        "lib.rs is listed 0 times in README.md's Architecture",
+        "lib.rs is listed 0 times in CONTRIBUTING.md's Architecture",
         "c/mod.rs is listed above its child c/d.rs",
         "c/mod.rs imports `crate::Limiter` through the crate root: name its module",
         "c/mod.rs imports c/d.rs (`self::d::D`), which is not listed above it",

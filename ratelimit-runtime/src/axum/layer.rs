@@ -43,7 +43,8 @@ const DEFAULT_SCOPE: &str = "layer";
 /// key is meant for one rate. A layer of several rates ([`and_rate`](RateLimitLayer::and_rate))
 /// keys each rate `<prefix>{E(scope)/E(key)}@E(window)`. `E` escapes `\`, `/`, `@`, `#`, `{`
 /// and `}` with a backslash (a brace as `\(`, `\)`), as the attribute does: no key a client
-/// sends reaches another scope's log (README, "Key layout").
+/// sends reaches another scope's log (see the guide's `keys` page, whose table lists the
+/// layer's forms).
 ///
 /// ```no_run
 /// use std::net::SocketAddr;

@@ -17,7 +17,7 @@
 //! limiter invalidate what it knows: a reset, a refund or a check at an explicit time drops
 //! the key's entries, and a check under another threshold drops the entry it finds. (Two log
 //! rates of different periods on one key free units too, by the shorter one's eviction: a
-//! misuse README "Tiers" warns of, not covered here.)
+//! misuse the guide's `several_limits` page, "Tiers", warns of, not covered here.)
 //! Those made by other processes are seen when the entry's time to live
 //! ([`LimiterBuilder::deny_cache_ttl`](crate::LimiterBuilder::deny_cache_ttl)) ends it: that
 //! is the documented staleness.

@@ -1,0 +1,70 @@
+//! The guide: `#[rate_limit]` and the [`Limiter`](crate::Limiter) in use, one page per
+//! subject. The reference of each item stays on the item (the attribute's arguments on
+//! [`rate_limit`](crate::rate_limit)); these pages show how the pieces fit, with examples that
+//! `cargo test --doc` compiles and runs.
+//!
+//! | page | what it covers |
+//! | --- | --- |
+//! | [`attribute`] | the attribute in use: the function, where its limiter lives, scopes and keys, runtimes |
+//! | [`algorithms`] | the sliding window log and the sliding window counter: their state, their bounds, which to choose |
+//! | [`several_limits`] | stacked limits, costs, rates per caller, exemptions, tiers; the same by hand |
+//! | [`outcomes`] | counting calls by their outcome, refunds, waiting for a slot, shadow mode |
+//! | [`keys`] | the key layout in Redis and in process, cluster slots, what a change of code moves, unblocking a caller |
+//! | [`redis`] | the Redis store: a Redis limiter in a `static`, what it stores, Cluster, Sentinel, replication, TLS and ACL users |
+//! | [`production`] | failure policies, circuit breakers, timeouts and resends, the deny cache, memory, logs and metrics, what each failure costs |
+//! | [`testing`] | tests of rate-limited code on a manual clock; replaying explicit times |
+#![cfg_attr(
+    all(feature = "axum", feature = "actix-web"),
+    doc = "| [`http`] | axum and actix-web: an error type of your own, a whole router, the examples to run |"
+)]
+#![cfg_attr(
+    not(all(feature = "axum", feature = "actix-web")),
+    doc = "| `http` | axum and actix-web (in the docs built with the `axum` and `actix-web` features) |"
+)]
+//! | [`recipes`] | complete examples: a login limited on its failures, a client of a partner's API and its test, quotas by plan |
+
+// Doc-only modules: each page is a Markdown file beside this one, so that its examples are
+// doctests.
+
+pub mod attribute {
+    #![doc = include_str!("attribute.md")]
+}
+
+pub mod algorithms {
+    #![doc = include_str!("algorithms.md")]
+}
+
+pub mod several_limits {
+    #![doc = include_str!("several_limits.md")]
+}
+
+pub mod outcomes {
+    #![doc = include_str!("outcomes.md")]
+}
+
+pub mod keys {
+    #![doc = include_str!("keys.md")]
+}
+
+pub mod redis {
+    #![doc = include_str!("redis.md")]
+}
+
+pub mod production {
+    #![doc = include_str!("production.md")]
+}
+
+pub mod testing {
+    #![doc = include_str!("testing.md")]
+}
+
+// Its examples serve axum routers, and it links to both framework modules.
+#[cfg(all(feature = "axum", feature = "actix-web"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "axum", feature = "actix-web"))))]
+pub mod http {
+    #![doc = include_str!("http.md")]
+}
+
+pub mod recipes {
+    #![doc = include_str!("recipes.md")]
+}
