@@ -887,7 +887,7 @@ fn label(value: &Expr) -> syn::Result<LitStr> {
 }
 
 /// A `limiter` expression, unless it visibly makes a new limiter on each call
-/// (`&Limiter::memory()`, `&Limiter::builder()...build_now().unwrap()`): each call would then
+/// (`&Limiter::memory()`, `&Limiter::builder()...build().unwrap()`): each call would then
 /// see an empty log, and none would ever be denied.
 fn made_per_call(expr: Expr) -> syn::Result<Expr> {
     /// The call at the root of `expr`'s chain of references, method calls, `?` and `.await`.
@@ -930,10 +930,10 @@ fn made_per_call(expr: Expr) -> syn::Result<Expr> {
                 "this `limiter` calls `{constructor}` on every call of the function, so each \
                  call is checked against a new, empty limiter and none is ever denied; make \
                  the limiter once: `static LIMITER: std::sync::LazyLock<Limiter> = \
-                 std::sync::LazyLock::new(Limiter::memory);` with `limiter = &LIMITER`, or, \
-                 for a limiter built with `Limiter::builder()` and `.build()`, \
-                 `ratelimit_runtime::set_global` at start-up (then leave `limiter` out), an \
-                 async `OnceCell`, or application state (`limiter = &self.limiter`)"
+                 std::sync::LazyLock::new(Limiter::memory);` with `limiter = &LIMITER` (a \
+                 limiter of `Limiter::builder()` fits a `LazyLock` too: its `.build()` does no \
+                 I/O), `ratelimit_runtime::set_global` at start-up (then leave `limiter` out), \
+                 or application state (`limiter = &self.limiter`)"
             ),
         )),
     }
@@ -1584,7 +1584,7 @@ mod tests {
             quote!(
                 period = 1,
                 threshold = 1,
-                limiter = &Limiter::builder().build_now().unwrap()
+                limiter = &Limiter::builder().build().unwrap()
             ),
             quote!(
                 period = 1,

@@ -315,10 +315,12 @@ impl LimiterBuilder {
     /// # Errors
     ///
     /// [`RateLimitError::InvalidConfig`] for a malformed Redis URL, an unknown scheme,
-    /// `rediss://` without the `tls` feature, TLS certificates for a URL that is not
-    /// `rediss://`, a TLS certificate or key that does not parse or a key that is not the
-    /// certificate's, a Redis limiter on a [`ManualClock`] with the default key prefix, an empty list of cluster nodes (or nodes that disagree on TLS or
-    /// credentials, or a `redis+unix://` or `/<db>` node URL), a zero timeout, a zero
+    /// `rediss://` without the `tls` feature, `redis+sentinel://` without the `sentinel`
+    /// feature, TLS certificates for a URL that is not `rediss://`, a TLS certificate or key
+    /// that does not parse or a key that is not the certificate's, a Redis limiter on a
+    /// [`ManualClock`] with the default key prefix, an empty list of cluster nodes (or nodes
+    /// that disagree on TLS or credentials, or a `redis+unix://` or `/<db>` node URL), a zero
+    /// timeout, a zero
     /// `max_keys`, a `deny_cache_ttl` under 1 ms, a `deny_cache_capacity` of zero or above
     /// 2^22, or a `wait_for_replicas` of zero replicas or a wait not within the timeout.
     pub fn build(self) -> Result<Limiter, RateLimitError> {

@@ -63,8 +63,14 @@ fn from_env() -> Limiter {
                 variable,
                 "the default rate limiter cannot use Redis; checks fall back on the failure policy"
             );
+            // The reason says why (a malformed URL, a feature not compiled in), never the
+            // setting's value: build errors quote no URL.
+            let reason = match error {
+                RateLimitError::InvalidConfig(reason) => reason,
+                other => other.to_string().into(),
+            };
             Limiter::misconfigured(
-                format!("{variable} is not a usable Redis setting").into(),
+                format!("{variable} is not a usable Redis setting: {reason}").into(),
                 FailurePolicy::default(),
             )
         }

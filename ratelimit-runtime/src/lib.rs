@@ -12,6 +12,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
+//! # ratelimit_runtime::set_global(ratelimit_runtime::Limiter::memory()).unwrap();
 //! for n in 0..3 {
 //!     assert!(sign_up("192.0.2.7", &format!("user{n}@example.com")).await.is_ok());
 //! }
