@@ -104,8 +104,10 @@ impl LimiterBuilder {
 
     /// Keeps the logs in the Redis Cluster reached through `nodes` (`redis://` or `rediss://`
     /// URLs of some of its masters; the rest is discovered), each key's sorted set on the node
-    /// that owns its slot. Every check touches one key, so keys need no hash tags; use
-    /// `{tags}` in keys only to co-locate them on purpose.
+    /// that owns its slot. A check of one limit touches one key, so keys need no hash tags; a
+    /// check of several (stacked attributes, [`check_all`](Limiter::check_all)) is atomic
+    /// within each slot it touches (the guide's [`keys`](crate::guide::keys) page says how
+    /// the attribute's stacked keys share one).
     ///
     /// The cluster client follows `MOVED` and `ASK` redirections and reconnects to moved or
     /// failed-over masters within the check's timeout; the script counts a call that it resends

@@ -209,8 +209,10 @@ impl Denied {
         }
     }
 
-    /// Every limit's decision, when the call was checked against several
-    /// ([`of_several`](Denied::of_several)).
+    /// Every limit's decision, when the denial was made from a check's
+    /// [`Decisions`] ([`of_several`](Denied::of_several): the attribute's stacked limits, a
+    /// limit that counts by outcome, or a handler's own); `None` for a denial of one
+    /// [`Limiter::check`](crate::Limiter::check).
     #[must_use]
     pub fn decisions(&self) -> Option<&Decisions> {
         self.decisions.as_ref()

@@ -63,7 +63,11 @@ use crate::clock;
 /// A Redis limiter on a manual clock sends the clock's time with each check instead of
 /// reading the server's `TIME`, and needs a key prefix of its own (a log shared with limiters
 /// on the server's clock would mix two clocks). `cargo test` runs tests on parallel threads:
-/// give each test its own clock and limiter, or, for a `static` limiter, keys of its own.
+/// give each test its own clock and limiter, or, for a `static` limiter, keys of its own. On
+/// Redis the logs also outlive the test (each expires after its window, counted in real
+/// time), so a rerun within the window finds the last run's admissions: give each run a
+/// prefix of its own (with the time or a random number in it), or
+/// [`reset`](crate::Limiter::reset) the test's keys first.
 ///
 /// Modeled on governor's `FakeRelativeClock`. There is no public clock trait: a clock per
 /// application server is the bug a shared Redis clock exists to avoid.
