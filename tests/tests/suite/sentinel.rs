@@ -17,12 +17,11 @@ use tests::sentinel::TestSentinel;
 use tests::traffic::{REPLICATION_LAG, Report, Traffic, wait_for_quiet};
 use tests::{STATE_DEADLINE, unique_prefix};
 
+// One deployment under traffic at a time, across the suite (see `main.rs`).
+use crate::ONE_AT_A_TIME;
+
 /// The limiter's timeout in these tests.
 const TIMEOUT: Duration = Duration::from_secs(1);
-
-/// One deployment under traffic at a time: several of them, each with 50 callers, are more
-/// than a 2-core machine serves within the timeout.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// How long a check may take past the timeout on a loaded machine (scheduling).
 const SLACK: Duration = Duration::from_secs(2);

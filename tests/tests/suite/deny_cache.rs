@@ -550,12 +550,8 @@ async fn a_check_at_a_later_time_drops_the_entry() {
     }
 }
 
-#[global_allocator]
-static ALLOCATOR: tests::counting_alloc::CountingAllocator =
-    tests::counting_alloc::CountingAllocator;
-
-/// A check the cache answers allocates nothing; in shadow mode, a cached denial becomes the
-/// same would-be denial as the store's.
+/// A check the cache answers allocates nothing (counted by the suite's global allocator, in
+/// `main.rs`); in shadow mode, a cached denial becomes the same would-be denial as the store's.
 #[tokio::test]
 async fn a_cached_denial_allocates_nothing_and_keeps_shadow_mode() {
     use tests::counting_alloc::{count_allocations, poll_ready};

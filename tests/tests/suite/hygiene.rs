@@ -140,5 +140,8 @@ async fn arguments_named_like_the_locals() {
     );
     let err = arguments(1, "s", 'k', true, 0.5).await.unwrap_err();
     assert_eq!(err.as_denied().unwrap().key(), Some("sktrue0.5"));
-    assert_eq!(err.as_denied().unwrap().scope(), "hygiene::arguments");
+    assert_eq!(
+        err.as_denied().unwrap().scope(),
+        "suite::hygiene::arguments"
+    );
 }

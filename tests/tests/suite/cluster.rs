@@ -59,7 +59,7 @@ fn most_probes(elapsed: Duration, probe_takes: Duration) -> u64 {
 
 fn script_hash() -> String {
     redis::Script::new(include_str!(
-        "../../ratelimit-runtime/src/store/redis/sliding_window.lua"
+        "../../../ratelimit-runtime/src/store/redis/sliding_window.lua"
     ))
     .get_hash()
     .to_owned()

@@ -1,5 +1,5 @@
-//! What a call of a `#[rate_limit]` function allocates, counted by this test binary's own
-//! global allocator: nothing for the key without a `key` argument (the scope, a
+//! What a call of a `#[rate_limit]` function allocates, counted by the suite's global
+//! allocator (`main.rs`): nothing for the key without a `key` argument (the scope, a
 //! `&'static str`, is the key), one `String` with it (`scope:key`, allocated at its final
 //! size), and nothing else on the way through the in-process store once the key is known.
 //!
@@ -12,10 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use ratelimit_runtime::{Limiter, RateLimitError, rate_limit};
-use tests::counting_alloc::{CountingAllocator, count_allocations, poll_ready};
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
+use tests::counting_alloc::{count_allocations, poll_ready};
 
 /// Polls `future` once on this thread and returns its output with the number of allocations
 /// made while it ran (its creation and its output's drop are outside the count).

@@ -239,7 +239,7 @@ async fn the_attributes_keys_are_reset_as_documented() {
     assert!(login(&limiter, "alice").await.is_ok());
     assert!(login(&limiter, "alice").await.is_err());
     limiter
-        .reset("inspect::login/alice")
+        .reset("suite::inspect::login/alice")
         .await
         .expect("a reset");
     assert!(login(&limiter, "alice").await.is_ok(), "unblocked");
@@ -247,7 +247,7 @@ async fn the_attributes_keys_are_reset_as_documented() {
     assert!(search(&limiter, "bob").await.is_ok());
     assert!(search(&limiter, "bob").await.is_err());
     limiter
-        .reset("#inspect::search#1/{bob}@1m")
+        .reset("#suite::inspect::search#1/{bob}@1m")
         .await
         .expect("a reset");
     assert!(
@@ -256,7 +256,7 @@ async fn the_attributes_keys_are_reset_as_documented() {
     );
     let day = Rate::new(10, Duration::from_secs(86_400)).expect("a rate");
     let daily = limiter
-        .peek("#inspect::search#2/{bob}@1d", day)
+        .peek("#suite::inspect::search#2/{bob}@1d", day)
         .await
         .expect("a peek");
     assert_eq!(daily.remaining, 8, "the daily quota kept its count");
@@ -316,14 +316,14 @@ async fn resets_by_scope(limiter: &Limiter) {
     assert!(keyless(limiter).await.is_err());
 
     let forgot = limiter
-        .reset_scope("inspect::search", Some("carol"))
+        .reset_scope("suite::inspect::search", Some("carol"))
         .await
         .expect("a reset");
     assert_eq!(forgot, 2, "both stacked limits' logs");
     assert!(search(limiter, "carol").await.is_ok(), "unblocked");
     assert!(search(limiter, "dave").await.is_err(), "another caller");
     let forgot = limiter
-        .reset_scope("inspect::tiered", Some("carol"))
+        .reset_scope("suite::inspect::tiered", Some("carol"))
         .await
         .expect("a reset");
     assert_eq!(forgot, 2, "the log of each period");
@@ -342,14 +342,14 @@ async fn resets_by_scope(limiter: &Limiter) {
     assert!(named(limiter, "dave").await.is_err());
     // Without a key.
     let forgot = limiter
-        .reset_scope("inspect::keyless", None)
+        .reset_scope("suite::inspect::keyless", None)
         .await
         .expect("a reset");
     assert_eq!(forgot, 2);
     assert!(keyless(limiter).await.is_ok());
     // Nothing to forget: not an error.
     let forgot = limiter
-        .reset_scope("inspect::nothing", Some("*"))
+        .reset_scope("suite::inspect::nothing", Some("*"))
         .await
         .expect("a reset");
     assert_eq!(forgot, 0);
@@ -457,7 +457,7 @@ async fn a_reset_by_scope_finds_keys_on_a_master_whose_slots_moved() {
     let user = (0..)
         .map(|i| format!("u{i}"))
         .find(|user| {
-            let slot = TestCluster::key_slot(&format!("{prefix}inspect::tiered/{user}@1h"));
+            let slot = TestCluster::key_slot(&format!("{prefix}suite::inspect::tiered/{user}@1h"));
             slot != 0 && cluster.node_for_slot(slot) == to
         })
         .expect("a user whose log lies on the node that took slot 0");
@@ -465,7 +465,7 @@ async fn a_reset_by_scope_finds_keys_on_a_master_whose_slots_moved() {
     assert!(tiered(&limiter, &user, hour).await.is_ok());
     assert!(tiered(&limiter, &user, hour).await.is_err());
     let forgot = limiter
-        .reset_scope("inspect::tiered", Some(&user))
+        .reset_scope("suite::inspect::tiered", Some(&user))
         .await
         .expect("a reset");
     assert_eq!(forgot, 1, "the master that took slot 0 was scanned");

@@ -1,9 +1,6 @@
 //! End to end: the `router_layer` example's app (a whole router limited per client IP by the
 //! tower layer), served on 127.0.0.1 and called by a real HTTP client.
 
-#[path = "support/http.rs"]
-mod support;
-
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -13,6 +10,8 @@ use examples::router_layer::{RATE, router};
 use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
 use ratelimit_runtime::{Limiter, Rate};
 use support::{client, field, policy, rate_limit, retry_after_range, serve};
+
+use crate::support::http as support;
 
 #[tokio::test]
 async fn limits_every_route_per_client_ip_and_reports_on_admissions() {

@@ -51,7 +51,7 @@ async fn stacked_limits_are_one_decision(limiter: &Limiter) {
     assert!(burst_then_daily(limiter, user).await.is_ok());
     let err = burst_then_daily(limiter, user).await.unwrap_err();
     let denied = err.as_denied().expect("a denial");
-    assert_eq!(denied.scope(), "stacked::burst_then_daily#1");
+    assert_eq!(denied.scope(), "suite::stacked::burst_then_daily#1");
     assert_eq!(denied.key(), Some(user));
     let decisions = denied.decisions().expect("every limit's decision");
     assert_eq!(decisions.len(), 2);
@@ -59,11 +59,11 @@ async fn stacked_limits_are_one_decision(limiter: &Limiter) {
     let hour = rate(2, HOUR);
     let day = rate(3, DAY);
     assert_eq!(
-        count(limiter, "#stacked::burst_then_daily#1/{u1}@1h", hour).await,
+        count(limiter, "#suite::stacked::burst_then_daily#1/{u1}@1h", hour).await,
         2
     );
     assert_eq!(
-        count(limiter, "#stacked::burst_then_daily#2/{u1}@1d", day).await,
+        count(limiter, "#suite::stacked::burst_then_daily#2/{u1}@1d", day).await,
         2,
         "the call the burst limit denied is not in the daily log"
     );
@@ -77,7 +77,12 @@ async fn stacked_limits_are_one_decision(limiter: &Limiter) {
         .map(|d| d.deciding().label().to_owned());
     assert_eq!(deciding.as_deref(), Some("1d"));
     assert_eq!(
-        count(limiter, "#stacked::daily_first#1/{u1}@1h", rate(5, HOUR)).await,
+        count(
+            limiter,
+            "#suite::stacked::daily_first#1/{u1}@1h",
+            rate(5, HOUR)
+        )
+        .await,
         2,
         "the call the daily quota denied is not in the burst log"
     );
@@ -98,7 +103,9 @@ async fn stacked_limits_on_redis() {
     stacked_limits_are_one_decision(&limiter).await;
     let mut connection = redis.connection().await;
     let size: u64 = connection
-        .zcard(format!("{prefix}#stacked::burst_then_daily#2/{{u1}}@1d"))
+        .zcard(format!(
+            "{prefix}#suite::stacked::burst_then_daily#2/{{u1}}@1d"
+        ))
         .await
         .expect("ZCARD");
     assert_eq!(size, 2);
@@ -137,8 +144,8 @@ async fn race(limiters: Vec<Limiter>) -> usize {
     let admitted = admitted.load(Ordering::Relaxed);
     assert_eq!(admitted, 50);
     for (key, threshold, period) in [
-        ("#{stacked::shared}#1@1h", 50, HOUR),
-        ("#{stacked::shared}#2@1d", 70, DAY),
+        ("#{suite::stacked::shared}#1@1h", 50, HOUR),
+        ("#{suite::stacked::shared}#2@1d", 70, DAY),
     ] {
         assert_eq!(
             count(&limiters[0], key, rate(threshold, period)).await,
@@ -182,8 +189,8 @@ async fn race_across(limiters: Vec<Limiter>, first: &'static str, second: &'stat
     println!("across two masters: {admitted} of 400 admitted");
     // Racing reservations may deny each other (documented): only the bound is guaranteed.
     assert!(admitted <= 50, "{admitted}");
-    let first_log = format!("#stacked::across#1/{{{first}}}@1h");
-    let second_log = format!("#stacked::across#2/{{{second}}}@1d");
+    let first_log = format!("#suite::stacked::across#1/{{{first}}}@1h");
+    let second_log = format!("#suite::stacked::across#2/{{{second}}}@1d");
     assert_eq!(
         count(&limiters[0], &first_log, rate(50, HOUR)).await,
         admitted
@@ -215,13 +222,13 @@ async fn racing_callers_on_redis_and_in_a_cluster() {
     }
     let slot = |key: &str| TestCluster::key_slot(&format!("{prefix}{key}"));
     assert_eq!(
-        slot("#{stacked::shared}#1@1h"),
-        slot("#{stacked::shared}#2@1d"),
+        slot("#{suite::stacked::shared}#1@1h"),
+        slot("#{suite::stacked::shared}#2@1d"),
         "a function's keyless limits share a slot"
     );
     assert_eq!(
-        slot("#stacked::burst_then_daily#1/{u1}@1h"),
-        slot("#stacked::burst_then_daily#2/{u1}@1d"),
+        slot("#suite::stacked::burst_then_daily#1/{u1}@1h"),
+        slot("#suite::stacked::burst_then_daily#2/{u1}@1d"),
         "a call's limits of one key share a slot"
     );
     race(limiters.clone()).await;
@@ -268,7 +275,10 @@ async fn costs(limiter: &Limiter) {
         "cost 0 is admitted"
     );
     // One attribute keeps the plain form's key, `<scope>:<key>`.
-    assert_eq!(count(limiter, "stacked::upload/u", threshold).await, 10);
+    assert_eq!(
+        count(limiter, "suite::stacked::upload/u", threshold).await,
+        10
+    );
     assert!(matches!(
         upload(limiter, "v", &[0; 11]).await,
         Err(RateLimitError::CostTooHigh { cost: 11, max: 10 })
@@ -315,14 +325,17 @@ async fn tiers(limiter: &Limiter) {
         tiered(limiter, "u", free).await.is_err(),
         "a lowered threshold denies"
     );
-    assert_eq!(count(limiter, "stacked::tiered/u@1h", pro).await, 5);
+    assert_eq!(count(limiter, "suite::stacked::tiered/u@1h", pro).await, 5);
     // Another period: another log.
     let daily = rate(2, DAY);
     assert!(tiered(limiter, "u", daily).await.is_ok());
     assert!(tiered(limiter, "u", daily).await.is_ok());
     assert!(tiered(limiter, "u", daily).await.is_err());
-    assert_eq!(count(limiter, "stacked::tiered/u@1d", daily).await, 2);
-    assert_eq!(count(limiter, "stacked::tiered/u@1h", pro).await, 5);
+    assert_eq!(
+        count(limiter, "suite::stacked::tiered/u@1d", daily).await,
+        2
+    );
+    assert_eq!(count(limiter, "suite::stacked::tiered/u@1h", pro).await, 5);
 }
 
 #[tokio::test]
@@ -334,7 +347,7 @@ async fn tiers_in_process_and_on_redis() {
     tiers(&limiter).await;
     let mut connection = redis.connection().await;
     let size: u64 = connection
-        .zcard(format!("{prefix}stacked::tiered/u@1d"))
+        .zcard(format!("{prefix}suite::stacked::tiered/u@1d"))
         .await
         .expect("ZCARD");
     assert_eq!(size, 2);
@@ -380,7 +393,12 @@ async fn exempt_limits_are_skipped_and_others_still_apply() {
         "exempt from it"
     );
     assert_eq!(
-        count(&limiter, "#stacked::exempted#1/{ip}@1h", rate(2, HOUR)).await,
+        count(
+            &limiter,
+            "#suite::stacked::exempted#1/{ip}@1h",
+            rate(2, HOUR)
+        )
+        .await,
         2
     );
     for _ in 0..4 {
@@ -441,14 +459,14 @@ async fn a_panicking_rate_leaves_the_limiter_consistent() {
         assert!(outcome.expect_err("the rate panics").is_panic());
     }
     assert_eq!(
-        count(&limiter, "#stacked::panicky#1/{u}@1h", rate(5, HOUR)).await,
+        count(&limiter, "#suite::stacked::panicky#1/{u}@1h", rate(5, HOUR)).await,
         0
     );
     assert!(panicky(&limiter, "u", false).await.is_ok());
     assert!(panicky(&limiter, "u", false).await.is_ok());
     assert!(panicky(&limiter, "u", false).await.is_err());
     assert_eq!(
-        count(&limiter, "#stacked::panicky#1/{u}@1h", rate(5, HOUR)).await,
+        count(&limiter, "#suite::stacked::panicky#1/{u}@1h", rate(5, HOUR)).await,
         2
     );
 }
@@ -473,14 +491,26 @@ async fn rates_chosen_per_call_keep_logs_of_their_own() {
     assert!(two_tiers(&limiter, "u", a, b).await.is_ok());
     assert!(two_tiers(&limiter, "u", a, b).await.is_ok());
     assert!(two_tiers(&limiter, "u", a, b).await.is_err());
-    assert_eq!(count(&limiter, "#stacked::two_tiers#1/{u}@1h", a).await, 2);
-    assert_eq!(count(&limiter, "#stacked::two_tiers#2/{u}@1h", b).await, 2);
+    assert_eq!(
+        count(&limiter, "#suite::stacked::two_tiers#1/{u}@1h", a).await,
+        2
+    );
+    assert_eq!(
+        count(&limiter, "#suite::stacked::two_tiers#2/{u}@1h", b).await,
+        2
+    );
     // Another period for the first limit: the second's log of an hour is still its own.
     let minute = rate(2, Duration::from_secs(60));
     assert!(two_tiers(&limiter, "v", minute, a).await.is_ok());
     assert!(two_tiers(&limiter, "v", a, a).await.is_ok());
-    assert_eq!(count(&limiter, "#stacked::two_tiers#1/{v}@1h", a).await, 1);
-    assert_eq!(count(&limiter, "#stacked::two_tiers#2/{v}@1h", a).await, 2);
+    assert_eq!(
+        count(&limiter, "#suite::stacked::two_tiers#1/{v}@1h", a).await,
+        1
+    );
+    assert_eq!(
+        count(&limiter, "#suite::stacked::two_tiers#2/{v}@1h", a).await,
+        2
+    );
 }
 
 // Two keys of one period: a user and an IP. Equal values must not share a log.
@@ -534,7 +564,7 @@ async fn limits_of_equal_key_values_or_exempt_ones_never_share_a_log() {
     assert!(per_user_and_ip(&limiter, "alice", "10.0.0.1").await.is_ok());
     assert!(per_user_and_ip(&limiter, "10.0.0.1", "alice").await.is_ok());
     assert!(per_user_and_ip(&limiter, "alice", "10.0.0.1").await.is_ok());
-    let alice = "#stacked::per_user_and_ip#1/{alice}@1m";
+    let alice = "#suite::stacked::per_user_and_ip#1/{alice}@1m";
     assert_eq!(count(&limiter, alice, minute).await, 2);
     // A VIP call, exempt from the first limit, is recorded by the second only.
     assert!(vip_or_not(&limiter, "bob", true).await.is_ok());
@@ -543,7 +573,7 @@ async fn limits_of_equal_key_values_or_exempt_ones_never_share_a_log() {
         "the first limit's log was empty"
     );
     assert!(vip_or_not(&limiter, "bob", false).await.is_err());
-    let bob = "#stacked::vip_or_not#2/{bob}@1m";
+    let bob = "#suite::stacked::vip_or_not#2/{bob}@1m";
     assert_eq!(
         count(&limiter, bob, rate(5, Duration::from_secs(60))).await,
         2
@@ -577,6 +607,6 @@ async fn stacked_limits_under_async_trait() {
     assert!(service.search("u").await.is_ok());
     assert!(service.search("u").await.is_ok());
     assert!(service.search("u").await.is_err());
-    let key = "#<stacked::Service as stacked::Search>::search#2/{u}@1d";
+    let key = "#<suite::stacked::Service as suite::stacked::Search>::search#2/{u}@1d";
     assert_eq!(count(&service.limiter, key, rate(5, DAY)).await, 2);
 }

@@ -202,9 +202,9 @@ async fn stacked_limits_refund_only_where_the_call_does_not_count(limiter: &Limi
     let daily = Rate::new(2, Duration::from_secs(86_400)).expect("a rate");
     let shadow = Rate::new(1, Duration::from_secs(3_600)).expect("a rate");
     let keys = [
-        "#outcomes::stacked#1/{u}@15m",
-        "#outcomes::stacked#2/{u}@1d",
-        "#outcomes::stacked#3/{u}@1h",
+        "#suite::outcomes::stacked#1/{u}@15m",
+        "#suite::outcomes::stacked#2/{u}@1d",
+        "#suite::outcomes::stacked#3/{u}@1h",
     ];
     assert_eq!(
         stacked(limiter, "u", false).await.ok(),

@@ -86,12 +86,12 @@ async fn free_fn_in_nested_modules_with_attributes_kept() {
     assert_eq!(inner::greet("ann", 0).await.unwrap(), "hi ann");
     assert_eq!(inner::greet("ann", 0).await.unwrap(), "hi ann");
     let err = inner::greet("ann", 0).await.unwrap_err();
-    assert_denied(&err, "shapes::outer::inner::greet", Some("ann"));
+    assert_denied(&err, "suite::shapes::outer::inner::greet", Some("ann"));
     assert_eq!(inner::RUNS.count(), 2);
 
     assert_eq!(inner::configured().await.unwrap(), "compiled in");
     let err = inner::configured().await.unwrap_err();
-    assert_denied(&err, "shapes::outer::inner::configured", None);
+    assert_denied(&err, "suite::shapes::outer::inner::configured", None);
 }
 
 // `#[tracing::instrument]` written above ours (it expands first and keeps ours) and below it.
@@ -118,13 +118,13 @@ async fn tracing_instrument_before_or_after() {
     assert_eq!(traced_outside(1).await.unwrap(), 1);
     assert_denied(
         &traced_outside(1).await.unwrap_err(),
-        "shapes::traced_outside",
+        "suite::shapes::traced_outside",
         Some("1"),
     );
     assert_eq!(traced_inside(2).await.unwrap(), 2);
     assert_denied(
         &traced_inside(2).await.unwrap_err(),
-        "shapes::traced_inside",
+        "suite::shapes::traced_inside",
         Some("2"),
     );
     assert_eq!(TRACED_RUNS.count(), 2);
@@ -191,29 +191,29 @@ async fn methods_with_every_receiver() {
     let account = Account::new("a", &limiter);
     assert_eq!(account.by_ref().await.unwrap(), 0);
     let err = account.by_ref().await.unwrap_err();
-    assert_denied(&err, "shapes::Account::by_ref", Some("a"));
+    assert_denied(&err, "suite::shapes::Account::by_ref", Some("a"));
     assert_eq!(account.runs.count(), 1);
 
     let mut account = Account::new("b", &limiter);
     assert_eq!(account.by_mut(5).await.unwrap(), 5);
     let err = account.by_mut(5).await.unwrap_err();
-    assert_denied(&err, "shapes::Account::by_mut", Some("b"));
+    assert_denied(&err, "suite::shapes::Account::by_mut", Some("b"));
     assert_eq!((account.balance, account.runs.count()), (5, 1));
 
     assert_eq!(Account::new("c", &limiter).by_value().await.unwrap(), "c");
     let err = Account::new("c", &limiter).by_value().await.unwrap_err();
-    assert_denied(&err, "shapes::Account::by_value", Some("c"));
+    assert_denied(&err, "suite::shapes::Account::by_value", Some("c"));
 
     let account = Arc::new(Account::new("d", &limiter));
     assert_eq!(Arc::clone(&account).by_arc().await.unwrap(), 2);
     let err = Arc::clone(&account).by_arc().await.unwrap_err();
-    assert_denied(&err, "shapes::Account::by_arc", Some("d"));
+    assert_denied(&err, "suite::shapes::Account::by_arc", Some("d"));
     assert_eq!(account.runs.count(), 1);
 
     let mut account = Box::pin(Account::new("e", &limiter));
     assert_eq!(account.as_mut().by_pin(7).await.unwrap(), 7);
     let err = account.as_mut().by_pin(7).await.unwrap_err();
-    assert_denied(&err, "shapes::Account::by_pin", Some("e"));
+    assert_denied(&err, "suite::shapes::Account::by_pin", Some("e"));
     assert_eq!((account.balance, account.runs.count()), (7, 1));
 }
 
@@ -279,13 +279,17 @@ impl<T: Clone + Display + Sync> Wrapper<T> {
 async fn generics_lifetimes_impl_trait_and_patterns() {
     let value = String::from("v");
     assert_eq!(show(value.as_str(), 1).await.unwrap(), "v");
-    assert_denied(&show(&5u8, 1).await.unwrap_err(), "shapes::show", Some("1"));
+    assert_denied(
+        &show(&5u8, 1).await.unwrap_err(),
+        "suite::shapes::show",
+        Some("1"),
+    );
 
     let items = [3, 4];
     assert_eq!(first(&items).await.unwrap(), Some(&3));
     assert_denied(
         &first(&[1, 2]).await.unwrap_err(),
-        "shapes::first",
+        "suite::shapes::first",
         Some("2"),
     );
 
@@ -293,19 +297,19 @@ async fn generics_lifetimes_impl_trait_and_patterns() {
     let Err(err) = total([5], &"t").await else {
         panic!("admitted past the threshold");
     };
-    assert_denied(&err, "shapes::total", Some("t"));
+    assert_denied(&err, "suite::shapes::total", Some("t"));
 
     assert_eq!(patterns((1, 2), Data("x")).await.unwrap(), "12x");
     assert_denied(
         &patterns((1, 9), Data("x")).await.unwrap_err(),
-        "shapes::patterns",
+        "suite::shapes::patterns",
         Some("1-x"),
     );
 
     let wrapper = Wrapper(7u8);
     assert_eq!(wrapper.get("u").await.unwrap(), (7, "u"));
     let err = wrapper.get(1.5).await.unwrap_err();
-    assert_denied(&err, "shapes::Wrapper<_>::get", Some("7"));
+    assert_denied(&err, "suite::shapes::Wrapper<_>::get", Some("7"));
 
     assert_eq!(GENERIC_RUNS.count(), 5);
 }
@@ -346,7 +350,7 @@ async fn native_async_fn_in_a_trait_impl() {
     let err = service.fetch(1).await.unwrap_err();
     assert_denied(
         &err,
-        "<shapes::Service as shapes::Native>::fetch",
+        "<suite::shapes::Service as suite::shapes::Native>::fetch",
         Some("1"),
     );
     assert_eq!(service.fetch(2).await.unwrap(), 2);
@@ -412,7 +416,7 @@ async fn async_trait_methods() {
     let err = repository.find(1).await.unwrap_err();
     assert_denied(
         &err,
-        "<shapes::Service as shapes::Repository>::find",
+        "<suite::shapes::Service as suite::shapes::Repository>::find",
         Some("1"),
     );
 
@@ -420,14 +424,14 @@ async fn async_trait_methods() {
     let err = repository.find_traced(2).await.unwrap_err();
     assert_denied(
         &err,
-        "<shapes::Service as shapes::Repository>::find_traced",
+        "<suite::shapes::Service as suite::shapes::Repository>::find_traced",
         Some("2"),
     );
     assert_eq!(repository.find_traced_too(3).await.unwrap(), "traced too 3");
     let err = repository.find_traced_too(3).await.unwrap_err();
     assert_denied(
         &err,
-        "<shapes::Service as shapes::Repository>::find_traced_too",
+        "<suite::shapes::Service as suite::shapes::Repository>::find_traced_too",
         Some("3"),
     );
     assert_eq!(service.runs.count(), 3);
@@ -436,7 +440,11 @@ async fn async_trait_methods() {
     let err = Arc::clone(&service).take((1, 2)).await.unwrap_err();
     assert_eq!(service.runs.count(), 4);
     let err = err.downcast::<RateLimitError>().expect("a RateLimitError");
-    assert_denied(&err, "<shapes::Service as shapes::Repository>::take", None);
+    assert_denied(
+        &err,
+        "<suite::shapes::Service as suite::shapes::Repository>::take",
+        None,
+    );
 
     assert_eq!(repository.ping().await.unwrap(), "pong");
     let err = repository.ping().await.unwrap_err();
@@ -466,7 +474,11 @@ async fn async_trait_without_send() {
     let shared = Rc::new(Runs::new());
     assert_eq!(LocalService.count(Rc::clone(&shared)).await.unwrap(), 1);
     let err = LocalService.count(Rc::clone(&shared)).await.unwrap_err();
-    assert_denied(&err, "<shapes::LocalService as shapes::Local>::count", None);
+    assert_denied(
+        &err,
+        "<suite::shapes::LocalService as suite::shapes::Local>::count",
+        None,
+    );
     assert_eq!(shared.count(), 1);
 }
 
@@ -529,7 +541,7 @@ async fn return_types_through_aliases() {
     let err = err
         .downcast_ref::<RateLimitError>()
         .expect("a RateLimitError");
-    assert_denied(err, "shapes::with_anyhow", None);
+    assert_denied(err, "suite::shapes::with_anyhow", None);
 
     assert_eq!(with_io().await.unwrap(), 2);
     let err = with_io().await.unwrap_err();
@@ -537,7 +549,11 @@ async fn return_types_through_aliases() {
     let inner = err
         .get_ref()
         .and_then(|e| e.downcast_ref::<RateLimitError>());
-    assert_denied(inner.expect("a RateLimitError"), "shapes::with_io", None);
+    assert_denied(
+        inner.expect("a RateLimitError"),
+        "suite::shapes::with_io",
+        None,
+    );
 
     assert_eq!(ALIAS_RUNS.count(), 2);
 
@@ -574,7 +590,7 @@ async fn send_future_spawns_on_a_multi_threaded_runtime() {
                 assert_eq!(user, "u");
                 admitted += 1;
             }
-            Err(err) => assert_denied(&err, "shapes::send_work", Some("u")),
+            Err(err) => assert_denied(&err, "suite::shapes::send_work", Some("u")),
         }
     }
     assert_eq!((admitted, runs.count()), (2, 2));
@@ -603,7 +619,7 @@ fn non_send_future_runs_on_a_local_set() {
         assert_eq!(not_send(Rc::clone(&shared)).await.unwrap(), 2);
         let _ = shared.0.fetch_sub(1, Ordering::SeqCst);
         let err = not_send(Rc::clone(&shared)).await.unwrap_err();
-        assert_denied(&err, "shapes::not_send", Some("1"));
+        assert_denied(&err, "suite::shapes::not_send", Some("1"));
         assert_eq!(shared.count(), 1);
     });
 }
@@ -641,6 +657,6 @@ async fn key_borrows_arguments_the_body_moves() {
         ("ann".to_owned(), 2, "n".to_owned())
     );
     let err = place(order(), "n".to_owned()).await.unwrap_err();
-    assert_denied(&err, "shapes::place", Some("ann/n"));
+    assert_denied(&err, "suite::shapes::place", Some("ann/n"));
     assert_eq!(ORDER_RUNS.count(), 1);
 }

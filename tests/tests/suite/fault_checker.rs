@@ -8,11 +8,15 @@ use std::time::Duration;
 
 use tests::checker::{self, Config};
 
+// One deployment under traffic at a time, across the suite (see `main.rs`).
+use crate::ONE_AT_A_TIME;
+
 /// Traffic per topology.
 const TRAFFIC: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_limit_admits_above_its_threshold_under_faults() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let seed = checker::seed_from_env();
     eprintln!(
         "fault checker seed {seed} (set {} to replay)",
@@ -23,8 +27,8 @@ async fn no_limit_admits_above_its_threshold_under_faults() {
         traffic: TRAFFIC,
         full: false,
         replay: format!(
-            "{}={seed} cargo test -p tests --test fault_checker -- \
-             no_limit_admits_above_its_threshold_under_faults",
+            "{}={seed} cargo test -p tests --test suite -- \
+             fault_checker::no_limit_admits_above_its_threshold_under_faults",
             checker::SEED_VARIABLE
         ),
     })
@@ -41,8 +45,8 @@ async fn a_stalled_counter_check_is_not_refunded_into_an_over_full_window() {
         seed: 0,
         traffic: Duration::ZERO,
         full: false,
-        replay: "cargo test -p tests --test fault_checker -- \
-                 a_stalled_counter_check_is_not_refunded_into_an_over_full_window"
+        replay: "cargo test -p tests --test suite -- \
+                 fault_checker::a_stalled_counter_check_is_not_refunded_into_an_over_full_window"
             .to_owned(),
     })
     .await;

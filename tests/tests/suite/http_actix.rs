@@ -3,14 +3,11 @@
 //! draft-ietf-httpapi-ratelimit-headers-11 fields (parsed), `Retry-After` against the limiter's
 //! own decision, and the RFC 9457 problem+json bodies: the same answers as `http_axum`.
 
-#[path = "support/http.rs"]
-mod support;
-
-#[path = "support/hello.rs"]
-mod hello;
-
 use ratelimit_runtime::Limiter;
 use support::serve_actix;
+
+use crate::support::hello;
+use crate::support::http as support;
 
 #[tokio::test]
 async fn say_hi_admits_two_calls_per_user_and_uri_then_answers_429() {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use ratelimit_runtime::{FailurePolicy, Limiter, Rate};
 use serde_json::Value;
 
-use crate::support::{
+use super::http::{
     client, field, policy, rate_limit as rate_limit_field, retry_after_range, seconds_up,
 };
 

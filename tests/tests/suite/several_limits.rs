@@ -652,7 +652,7 @@ async fn a_cost_of_zero_never_denies() {
 #[tokio::test]
 async fn a_resend_is_counted_once_in_every_limit() {
     const SCRIPT: &str =
-        include_str!("../../ratelimit-runtime/src/store/redis/sliding_window_limits.lua");
+        include_str!("../../../ratelimit-runtime/src/store/redis/sliding_window_limits.lua");
     let redis = TestRedis::start();
     let prefix = unique_prefix("several-resend");
     let mut connection = redis.connection().await;

@@ -3,11 +3,6 @@
 //! draft-ietf-httpapi-ratelimit-headers-11 fields (parsed), `Retry-After` against the limiter's
 //! own decision, and the RFC 9457 problem+json bodies.
 
-#[path = "support/hello.rs"]
-mod hello;
-#[path = "support/http.rs"]
-mod support;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
@@ -18,6 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use ratelimit_runtime::{Limiter, RateLimitError, rate_limit};
 use support::{client, field, retry_after_range, serve};
+
+use crate::support::hello;
+use crate::support::http as support;
 
 #[tokio::test]
 async fn say_hi_admits_two_calls_per_user_and_uri_then_answers_429() {

@@ -31,7 +31,7 @@ async fn free_fn_admits_threshold_calls_then_denies_with_its_path_as_scope() {
     assert_eq!(greet("b").await.unwrap(), "hello b");
     let err = greet("c").await.unwrap_err();
     let denied = err.as_denied().expect("a denial");
-    assert_eq!(denied.scope(), "attribute::greet");
+    assert_eq!(denied.scope(), "suite::attribute::greet");
     assert_eq!(denied.key(), None);
     assert!(!denied.decision().allowed);
     let retry = err.retry_after().expect("a retry-after");
@@ -42,7 +42,7 @@ async fn free_fn_admits_threshold_calls_then_denies_with_its_path_as_scope() {
     // The attribute's key is the scope alone: the limiter holds two admissions of it.
     let rate = ratelimit_runtime::Rate::new(2, Duration::from_secs(60)).unwrap();
     let decision = greet_limiter()
-        .check("attribute::greet", rate)
+        .check("suite::attribute::greet", rate)
         .await
         .unwrap();
     assert!(!decision.allowed, "{decision:?}");
@@ -85,7 +85,7 @@ async fn keys_are_counted_apart() {
     assert_eq!(login(2).await.unwrap(), 2);
     let err = login(1).await.unwrap_err();
     let denied = err.as_denied().expect("a denial");
-    assert_eq!(denied.scope(), "attribute::login");
+    assert_eq!(denied.scope(), "suite::attribute::login");
     assert_eq!(denied.key(), Some("1"));
     assert!(login(2).await.unwrap_err().is_denied());
     assert_eq!(login(3).await.unwrap(), 3);
@@ -93,14 +93,14 @@ async fn keys_are_counted_apart() {
     let rate = ratelimit_runtime::Rate::new(1, Duration::from_secs(60)).unwrap();
     assert!(
         !keyed_limiter()
-            .check("attribute::login/3", rate)
+            .check("suite::attribute::login/3", rate)
             .await
             .unwrap()
             .allowed
     );
     assert!(
         keyed_limiter()
-            .check("attribute::login/4", rate)
+            .check("suite::attribute::login/4", rate)
             .await
             .unwrap()
             .allowed
@@ -176,7 +176,7 @@ async fn method_with_a_key_from_a_field_of_self() {
     assert_eq!(acme.fetch(2).await.unwrap(), 4);
     let err = acme.fetch(3).await.unwrap_err();
     let denied = err.as_denied().expect("a denial");
-    assert_eq!(denied.scope(), "attribute::Tenant::fetch");
+    assert_eq!(denied.scope(), "suite::attribute::Tenant::fetch");
     assert_eq!(denied.key(), Some("acme"));
     assert_eq!(
         globex.fetch(5).await.unwrap(),
@@ -213,8 +213,14 @@ async fn same_named_methods_of_different_types_do_not_share_a_counter() {
     assert_eq!(Dog.speak().await.unwrap(), "woof");
     let cat = Cat.speak().await.unwrap_err();
     let dog = Dog.speak().await.unwrap_err();
-    assert_eq!(cat.as_denied().unwrap().scope(), "attribute::Cat::speak");
-    assert_eq!(dog.as_denied().unwrap().scope(), "attribute::Dog::speak");
+    assert_eq!(
+        cat.as_denied().unwrap().scope(),
+        "suite::attribute::Cat::speak"
+    );
+    assert_eq!(
+        dog.as_denied().unwrap().scope(),
+        "suite::attribute::Dog::speak"
+    );
 }
 
 #[derive(Debug)]
@@ -352,7 +358,7 @@ async fn generic_fn_with_a_where_clause() {
     let denied = err.as_denied().unwrap();
     assert_eq!(
         denied.scope(),
-        "attribute::generic",
+        "suite::attribute::generic",
         "one scope for every instantiation"
     );
 }

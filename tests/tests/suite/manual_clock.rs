@@ -133,7 +133,7 @@ async fn on_redis_the_clocks_time_is_sent() {
     windows_pass_when_the_clock_moves(&limiter, &clock).await;
     // The scores are the clock's times, not the server's.
     let mut connection = redis.connection().await;
-    let key = format!("{prefix}manual_clock::say_hi/alice");
+    let key = format!("{prefix}suite::manual_clock::say_hi/alice");
     let scores: Vec<(String, f64)> = connection
         .zrange_withscores(&key, 0, -1)
         .await

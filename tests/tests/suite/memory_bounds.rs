@@ -10,10 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use ratelimit_runtime::{Decision, FailurePolicy, Limiter, Rate, RateLimitError};
 use tests::at_micros;
-use tests::counting_alloc::{CountingAllocator, count_allocations, poll_ready};
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
+use tests::counting_alloc::{count_allocations, poll_ready};
 
 /// A base time well after 1970 (2023-11-14T22:13:20Z), in microseconds since the epoch.
 const T0: u64 = 1_700_000_000_000_000;

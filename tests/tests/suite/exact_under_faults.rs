@@ -77,8 +77,8 @@ async fn a_counter_check_that_timed_out_is_not_refunded() {
 async fn a_check_of_several_limits_resent_unmarked_stays_admitted_and_counts_once() {
     /// The script the store runs for several limits, as `script.rs` builds it.
     const SCRIPT: &str = concat!(
-        include_str!("../../ratelimit-runtime/src/store/redis/counter.lua"),
-        include_str!("../../ratelimit-runtime/src/store/redis/sliding_window_limits.lua")
+        include_str!("../../../ratelimit-runtime/src/store/redis/counter.lua"),
+        include_str!("../../../ratelimit-runtime/src/store/redis/sliding_window_limits.lua")
     );
     let redis = TestRedis::start_private();
     let mut connection = redis.connection().await;

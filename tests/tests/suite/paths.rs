@@ -51,7 +51,7 @@ static RUNS: AtomicUsize = AtomicUsize::new(0);
     threshold = 1,
     key = id,
     limiter = limiter(),
-    crate = "crate::facade::rl"
+    crate = "crate::paths::facade::rl"
 )]
 async fn through_the_facade(id: u8) -> Result<u8, RateLimitError> {
     RUNS.fetch_add(1, Ordering::SeqCst);
@@ -66,7 +66,7 @@ async fn crate_override_routes_every_call_through_the_path() {
     let err = through_the_facade(1).await.unwrap_err();
     assert_eq!(
         err.as_denied().unwrap().scope(),
-        "paths::through_the_facade"
+        "suite::paths::through_the_facade"
     );
     assert_eq!(checks.load(Ordering::SeqCst), 2);
     assert_eq!(RUNS.load(Ordering::SeqCst), 1);
