@@ -543,7 +543,7 @@ mod tests {
 
     /// A Redis limiter polled outside any runtime answers by its policy instead of panicking.
     /// (With the `smol` feature there is no "outside": smol's executor takes the call, as
-    /// `tests/tests/other_runtimes.rs` shows.)
+    /// `tests/tests/suite/other_runtimes.rs` shows.)
     #[cfg(not(feature = "smol"))]
     #[test]
     fn redis_checks_outside_a_runtime_answer_by_policy() {

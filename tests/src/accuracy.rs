@@ -1,7 +1,7 @@
 //! Traffic replayed through the sliding window log and the sliding window counter side by
 //! side, at explicit times: how often the counter decides otherwise than the exact log, and
-//! how far past the threshold its rolling windows go. Shared by `tests/tests/accuracy.rs` and
-//! the `accuracy` bench binary (BENCHMARKS.md).
+//! how far past the threshold its rolling windows go. Shared by
+//! `tests/tests/suite/accuracy.rs` and the `accuracy` bench binary (BENCHMARKS.md).
 //!
 //! A trace is a time-ordered list of calls, each to one of its keys. Each algorithm runs on
 //! its own history (its own admissions), as in a deployment that used it: a call is "decided

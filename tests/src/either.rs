@@ -1,6 +1,6 @@
 //! [`EitherStore`]: a limiter of either store, for the semantics both run (`on_both_stores`
-//! cases in `tests/tests/semantics.rs` and `tests/tests/counter.rs`), with checks at explicit
-//! times.
+//! cases in `tests/tests/suite/semantics.rs` and `tests/tests/suite/counter.rs`), with checks
+//! at explicit times.
 
 use std::time::Duration;
 

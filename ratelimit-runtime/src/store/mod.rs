@@ -6,8 +6,8 @@
 //! A store decides checks. A check asks, at one time, for the admission of one call under its
 //! limit: a [`LimitRef`] is a key checked against a [`Rate`](crate::Rate) by the rate's
 //! [algorithm](crate::Algorithm). Every store keeps these rules, and
-//! `tests/tests/store_conformance.rs` and `tests/tests/counter.rs` run the same semantics
-//! against each:
+//! `tests/tests/suite/store_conformance.rs` and `tests/tests/suite/counter.rs` run the same
+//! semantics against each:
 //!
 //! - **Time** is integer microseconds since the Unix epoch: the check's explicit time (`at`,
 //!   from `Limiter::check_at`, or a `ManualClock`'s time), else the store's own clock: the wall clock in process, the
