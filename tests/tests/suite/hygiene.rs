@@ -5,8 +5,7 @@
 //!
 //! (The one name the `key` and `limiter` expressions cannot use, for an item or an argument of
 //! the user's, is `__ratelimit`: they are evaluated where the expansion's `fn __ratelimit` is in
-//! scope, and would get that function: the attribute refuses it, see
-//! `ui/fail/key_names_the_reserved_name.rs`.)
+//! scope, and would get that function: the attribute refuses it, see `ui/fail/key.rs`.)
 
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
 

@@ -1,8 +1,0 @@
-use ratelimit_runtime::{RateLimitError, rate_limit};
-
-#[rate_limit(period = 30, threshold = 2)]
-const fn limited() -> Result<(), RateLimitError> {
-    Ok(())
-}
-
-fn main() {}

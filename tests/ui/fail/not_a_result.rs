@@ -1,8 +1,0 @@
-use ratelimit_runtime::rate_limit;
-
-#[rate_limit(period = 30, threshold = 2)]
-async fn limited() -> u32 {
-    7
-}
-
-fn main() {}

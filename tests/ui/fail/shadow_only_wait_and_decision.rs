@@ -1,9 +1,0 @@
-use ratelimit_runtime::{Decisions, RateLimitError, rate_limit};
-
-#[rate_limit(period = 60, threshold = 5, shadow = true, wait = "5s", decision = d)]
-async fn trial() -> Result<usize, RateLimitError> {
-    let d: &Decisions = d;
-    Ok(d.len())
-}
-
-fn main() {}
