@@ -5,9 +5,10 @@
 //!
 //! What is asserted is what the design guarantees, with deadlines for a loaded machine: no
 //! check takes much longer than the timeout, no error reaches a caller (the policy is
-//! `Local`), the failed master's keys are back on Redis once the replica has taken over, and
-//! admissions are lost only around the failover. The times are printed (`-- --nocapture`);
-//! README's "Running in production" records them.
+//! `Local`), the failed master's keys are back on Redis within a bound once the replica has
+//! taken over, and admissions are lost only around the failover. The times are printed
+//! (`-- --nocapture`); the guide's "What each failure costs" (`guide::production`) records
+//! them.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,13 @@ const SLACK: Duration = Duration::from_secs(2);
 /// redis-rs learns of the move from a `MOVED` or a failed connection, then refreshes its slot
 /// map; the circuit breaker's probes (every 100 ms) ride on checks.
 const DETECTION: Duration = Duration::from_secs(2);
+
+/// How long after the replica took over its slots the policy may still answer checks, on a
+/// loaded machine: a check on the old slot map times out (the timeout), a new connection is
+/// made in the background (at most two timeouts), probes come every 100 ms, and the policy
+/// must then have been quiet for a second. Measured under a load of 4 on 2 cores: 1.0–2.1 s,
+/// the quiet second included (before the replacement: up to 27 s, or for good).
+const RECOVERY: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Copy, Debug)]
 enum Trigger {
@@ -71,7 +79,10 @@ async fn failover_under_traffic(trigger: Trigger) {
     let new = cluster.wait_for_new_owner(slot, old).await;
     let promoted = began.elapsed();
     assert_eq!(new, replica, "its replica took the slots over");
-    let quiet = wait_for_quiet(&limiter, began, Duration::from_secs(1), STATE_DEADLINE).await;
+    // Back on Redis within a bound after the replica took over, not only eventually: a
+    // connection stuck on the old slot map is replaced after its next timeout.
+    let within = (promoted + RECOVERY).min(STATE_DEADLINE);
+    let quiet = wait_for_quiet(&limiter, began, Duration::from_secs(1), within).await;
     let seen_by_store = promoted + DETECTION + TIMEOUT + SLACK;
     let tail = seen_by_store.saturating_sub(began.elapsed()) + Duration::from_secs(1);
     tokio::time::sleep(tail).await;

@@ -54,6 +54,10 @@ pub(crate) struct RedisStore {
     members: MemberSource,
     /// Set while a cluster's slot map is being asked for (one lookup at a time).
     looking_up: AtomicBool,
+    /// Set while a cluster connection is being replaced after a timeout (one at a
+    /// time; see [`RedisStore::replace_after_timeout`]).
+    #[cfg(feature = "cluster")]
+    replacing: Arc<AtomicBool>,
     /// Set once the server refused the `no-writes` flag of the look's script (Redis 5, 6).
     peek_without_flags: AtomicBool,
     /// The replicas a recording call waits for, and for how long at most (`WAIT`).
@@ -104,6 +108,8 @@ impl RedisStore {
             connecting: async_lock::Mutex::new(()),
             members: MemberSource::new(),
             looking_up: AtomicBool::new(false),
+            #[cfg(feature = "cluster")]
+            replacing: Arc::default(),
             peek_without_flags: AtomicBool::new(false),
             replica_wait: None,
         }
@@ -372,6 +378,8 @@ impl RedisStore {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
+        #[cfg(feature = "cluster")]
+        let started = std::time::Instant::now();
         let exchange = self.run_script(&runtime, call);
         let result = match timeout(self.timeout, exchange).await {
             Ok(result) => result,
@@ -388,8 +396,66 @@ impl RedisStore {
         };
         if stale && self.target.is_one_server() {
             self.forget_connection(runtime.id());
+        } else if matches!(result, Err(StoreError::Timeout(_))) {
+            #[cfg(feature = "cluster")]
+            self.replace_after_timeout(&runtime, started);
         }
         result
+    }
+
+    /// After a cluster call from `started` timed out on the runtime's current connection, a
+    /// new connection is made in the background (one at a time) and takes its place once
+    /// connected. redis-rs's cluster connection can stay stuck on a stale slot map: after a
+    /// master was killed under traffic, its slots' calls kept timing out long after its
+    /// replica had taken over, no error ever telling it to ask the cluster again (redis-rs
+    /// 1.8). A new connection asks. Checks meanwhile use the old one (their breakers answer
+    /// the stuck slots); its calls in flight end on it, and none is resent on the new one. A
+    /// replacement follows a timeout on the connection it replaces, so at most one per
+    /// timeout; a slow or stalled master costs reconnections, never a check on another
+    /// master.
+    #[cfg(feature = "cluster")]
+    fn replace_after_timeout(&self, runtime: &Runtime, started: std::time::Instant) {
+        /// Lets the next replacement start when the task ends, or is dropped with its runtime.
+        struct Replacing(Arc<AtomicBool>);
+        impl Drop for Replacing {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let id = runtime.id();
+        let Some(old) = self.cached(id) else {
+            return;
+        };
+        if !old.cluster_made_before(started) {
+            return;
+        }
+        let Some(reconnection) = self.target.cluster_reconnection() else {
+            return;
+        };
+        if self.replacing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let replacing = Replacing(Arc::clone(&self.replacing));
+        let connections = Arc::downgrade(&self.connections);
+        let limit = self.timeout.saturating_mul(2);
+        runtime.spawn(async move {
+            let _replacing = replacing;
+            let Ok(Ok(new)) = timeout(limit, reconnection).await else {
+                return;
+            };
+            let Some(connections) = connections.upgrade() else {
+                return;
+            };
+            let mut connections = connections.write().unwrap_or_else(PoisonError::into_inner);
+            if let Some(current) = connections.get_mut(&id)
+                && current
+                    .as_ref()
+                    .is_some_and(|current| current.same_as(&old))
+            {
+                tracing::debug!("a Redis Cluster connection is replaced after a timeout");
+                *current = Some(new);
+            }
+        });
     }
 
     async fn run_script(&self, runtime: &Runtime, call: Call<'_>) -> Result<Vec<i64>, StoreError> {

@@ -244,14 +244,19 @@ impl Target {
                 Ok(Connection::Single(connection))
             }
             #[cfg(feature = "cluster")]
-            Target::Cluster(clients) => {
-                let (routed, once) = futures_util::future::try_join(
-                    clients.0.get_async_connection(),
-                    clients.1.get_async_connection(),
-                )
-                .await?;
-                Ok(Connection::Cluster(Box::new((routed, once))))
-            }
+            Target::Cluster(clients) => connect_cluster(clients.0.clone(), clients.1.clone()).await,
+        }
+    }
+
+    /// For a cluster, a new connection to make apart from any check (its future owns what it
+    /// needs); `None` for other targets.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster_reconnection(
+        &self,
+    ) -> Option<impl Future<Output = RedisResult<Connection>> + Send + 'static> {
+        match self {
+            Target::Cluster(clients) => Some(connect_cluster(clients.0.clone(), clients.1.clone())),
+            _ => None,
         }
     }
 
@@ -277,13 +282,46 @@ impl Target {
     }
 }
 
+/// A cluster's two connections (see [`Target::cluster`]), made together.
+#[cfg(feature = "cluster")]
+async fn connect_cluster(routed: ClusterClient, once: ClusterClient) -> RedisResult<Connection> {
+    let (routed, once) =
+        futures_util::future::try_join(routed.get_async_connection(), once.get_async_connection())
+            .await?;
+    Ok(Connection::Cluster(Box::new(ClusterPair {
+        routed,
+        once,
+        made: std::sync::Arc::new(std::time::Instant::now()),
+    })))
+}
+
 /// A multiplexed connection, cheap to clone; both kinds reconnect by themselves.
 #[derive(Clone)]
 pub(crate) enum Connection {
     Single(ConnectionManager),
-    /// A cluster's connection, and the one of its client that never resends.
     #[cfg(feature = "cluster")]
-    Cluster(Box<(ClusterConnection, ClusterConnection)>),
+    Cluster(Box<ClusterPair>),
+}
+
+/// A cluster's connections: the one that routes and resends, and the one of the client that
+/// never resends; made together at `made` (shared by their clones: it names them).
+#[cfg(feature = "cluster")]
+#[derive(Clone)]
+pub(crate) struct ClusterPair {
+    routed: ClusterConnection,
+    once: ClusterConnection,
+    made: std::sync::Arc<std::time::Instant>,
+}
+
+#[cfg(feature = "cluster")]
+impl ClusterPair {
+    fn connection(&mut self, once: bool) -> &mut ClusterConnection {
+        if once {
+            &mut self.once
+        } else {
+            &mut self.routed
+        }
+    }
 }
 
 impl Connection {
@@ -296,11 +334,7 @@ impl Connection {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
             #[cfg(feature = "cluster")]
-            Connection::Cluster(connections) if once => {
-                command.query_async(&mut connections.1).await
-            }
-            #[cfg(feature = "cluster")]
-            Connection::Cluster(connections) => command.query_async(&mut connections.0).await,
+            Connection::Cluster(pair) => command.query_async(pair.connection(once)).await,
         }
     }
 
@@ -315,11 +349,24 @@ impl Connection {
         match self {
             Connection::Single(connection) => pipeline.query_async(connection).await,
             #[cfg(feature = "cluster")]
-            Connection::Cluster(connections) if once => {
-                pipeline.query_async(&mut connections.1).await
+            Connection::Cluster(pair) => pipeline.query_async(pair.connection(once)).await,
+        }
+    }
+
+    /// `true` when this is a cluster's connection made before `instant`.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster_made_before(&self, instant: std::time::Instant) -> bool {
+        matches!(self, Connection::Cluster(pair) if *pair.made <= instant)
+    }
+
+    /// `true` when both are clones of the same cluster connection.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn same_as(&self, other: &Connection) -> bool {
+        match (self, other) {
+            (Connection::Cluster(this), Connection::Cluster(other)) => {
+                std::sync::Arc::ptr_eq(&this.made, &other.made)
             }
-            #[cfg(feature = "cluster")]
-            Connection::Cluster(connections) => pipeline.query_async(&mut connections.0).await,
+            _ => false,
         }
     }
 
@@ -338,7 +385,7 @@ impl Connection {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
             #[cfg(feature = "cluster")]
-            Connection::Cluster(connections) => command.query_async(&mut connections.0).await,
+            Connection::Cluster(pair) => command.query_async(&mut pair.routed).await,
         }
     }
 
@@ -351,7 +398,7 @@ impl Connection {
     ) -> RedisResult<redis::Value> {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
-            Connection::Cluster(connections) => connections.0.route_command(command, routing).await,
+            Connection::Cluster(pair) => pair.routed.route_command(command, routing).await,
         }
     }
 
@@ -365,10 +412,10 @@ impl Connection {
         timeout: Duration,
     ) -> Option<Vec<(u16, u16)>> {
         use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-        let Connection::Cluster(connections) = self else {
+        let Connection::Cluster(pair) = self else {
             return None;
         };
-        let connection = &mut connections.0;
+        let connection = &mut pair.routed;
         // A random node may be the failed one: ask up to three.
         for _ in 0..3 {
             let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
