@@ -54,10 +54,10 @@ pub(crate) struct RedisStore {
     members: MemberSource,
     /// Set while a cluster's slot map is being asked for (one lookup at a time).
     looking_up: AtomicBool,
-    /// Set while a cluster connection is being replaced after a timeout (one at a
-    /// time; see [`RedisStore::replace_after_timeout`]).
+    /// Each runtime's replacements of its cluster connection after a timeout (see
+    /// [`RedisStore::replace_after_timeout`]).
     #[cfg(feature = "cluster")]
-    replacing: Arc<AtomicBool>,
+    replacements: Arc<Replacements>,
     /// Set once the server refused the `no-writes` flag of the look's script (Redis 5, 6).
     peek_without_flags: AtomicBool,
     /// The replicas a recording call waits for, and for how long at most (`WAIT`).
@@ -109,7 +109,7 @@ impl RedisStore {
             members: MemberSource::new(),
             looking_up: AtomicBool::new(false),
             #[cfg(feature = "cluster")]
-            replacing: Arc::default(),
+            replacements: Arc::default(),
             peek_without_flags: AtomicBool::new(false),
             replica_wait: None,
         }
@@ -388,8 +388,9 @@ impl RedisStore {
         let stale = match &result {
             // The connection may be dead without knowing it (a failover behind a virtual IP,
             // a dropped NAT entry), or lead to a demoted primary: the next check connects
-            // afresh. Not in a cluster, whose client reconnects each node by itself: dropping
-            // it would drop every master's connection for one slow master.
+            // afresh. Not in a cluster, whose client reconnects each node by itself: there the
+            // next checks would all wait for a new connection to every master, for one slow
+            // master; a new one is made beside it instead (`replace_after_timeout`).
             Err(StoreError::Timeout(_)) => true,
             Err(StoreError::Redis(error)) => error.code() == Some("READONLY"),
             _ => false,
@@ -404,42 +405,43 @@ impl RedisStore {
     }
 
     /// After a cluster call from `started` timed out on the runtime's current connection, a
-    /// new connection is made in the background (one at a time) and takes its place once
-    /// connected. redis-rs's cluster connection can stay stuck on a stale slot map: after a
-    /// master was killed under traffic, its slots' calls kept timing out long after its
-    /// replica had taken over, no error ever telling it to ask the cluster again (redis-rs
-    /// 1.8). A new connection asks. Checks meanwhile use the old one (their breakers answer
-    /// the stuck slots); its calls in flight end on it, and none is resent on the new one. A
-    /// replacement follows a timeout on the connection it replaces, so at most one per
-    /// timeout; a slow or stalled master costs reconnections, never a check on another
-    /// master.
+    /// new connection is made in the background and takes its place once connected.
+    /// redis-rs's cluster connection can stay on a stale slot map: after a master was killed
+    /// under traffic, its slots' calls kept timing out long after its replica had taken over,
+    /// no error ever telling it to ask the cluster again (redis-rs 1.8). A new connection
+    /// asks. Checks meanwhile use the old one (their breakers answer the stuck slots); its
+    /// calls in flight end on it, and none is resent on the new one.
+    ///
+    /// Per runtime, one replacement at a time, and while timeouts go on (a stalled master,
+    /// which a new connection cannot cure) at most one per [`Replacements`] interval, which
+    /// doubles from the timeout up to [`REPLACEMENT_INTERVAL_MAX`].
     #[cfg(feature = "cluster")]
     fn replace_after_timeout(&self, runtime: &Runtime, started: std::time::Instant) {
-        /// Lets the next replacement start when the task ends, or is dropped with its runtime.
-        struct Replacing(Arc<AtomicBool>);
-        impl Drop for Replacing {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
         let id = runtime.id();
         let Some(old) = self.cached(id) else {
             return;
         };
-        if !old.cluster_made_before(started) {
+        if !old.cluster_made_before(started) || !self.replacements.start(id, self.timeout) {
             return;
         }
         let Some(reconnection) = self.target.cluster_reconnection() else {
+            self.replacements.end(id);
             return;
         };
-        if self.replacing.swap(true, Ordering::AcqRel) {
-            return;
+        /// Ends the runtime's replacement with the task, or when its runtime drops it.
+        struct Ending(Weak<Replacements>, RuntimeId);
+        impl Drop for Ending {
+            fn drop(&mut self) {
+                if let Some(replacements) = self.0.upgrade() {
+                    replacements.end(self.1);
+                }
+            }
         }
-        let replacing = Replacing(Arc::clone(&self.replacing));
+        let ending = Ending(Arc::downgrade(&self.replacements), id);
         let connections = Arc::downgrade(&self.connections);
         let limit = self.timeout.saturating_mul(2);
         runtime.spawn(async move {
-            let _replacing = replacing;
+            let _ending = ending;
             let Ok(Ok(new)) = timeout(limit, reconnection).await else {
                 return;
             };
@@ -577,6 +579,73 @@ impl RedisStore {
         self.connections
             .write()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The longest interval between two replacements of a runtime's cluster connection while its
+/// checks keep timing out.
+#[cfg(feature = "cluster")]
+const REPLACEMENT_INTERVAL_MAX: Duration = Duration::from_secs(30);
+
+/// Each runtime's replacements of its cluster connection: whether one is under way, when the
+/// last began, and the interval before the next may begin: the store's timeout at first, then
+/// doubled at each replacement that follows the last within twice the interval, up to
+/// [`REPLACEMENT_INTERVAL_MAX`]; back to the timeout after a quiet spell.
+#[cfg(feature = "cluster")]
+#[derive(Default)]
+struct Replacements(std::sync::Mutex<HashMap<RuntimeId, Replacement>>);
+
+#[cfg(feature = "cluster")]
+struct Replacement {
+    under_way: bool,
+    began: std::time::Instant,
+    interval: Duration,
+}
+
+#[cfg(feature = "cluster")]
+impl Replacements {
+    /// Starts a replacement for runtime `id` unless one is under way or the interval since the
+    /// last has not passed; `true` when it started (end it with [`Replacements::end`]).
+    fn start(&self, id: RuntimeId, timeout: Duration) -> bool {
+        let now = std::time::Instant::now();
+        let mut replacements = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match replacements.get_mut(&id) {
+            None => {
+                let interval = timeout;
+                replacements.insert(
+                    id,
+                    Replacement {
+                        under_way: true,
+                        began: now,
+                        interval,
+                    },
+                );
+                true
+            }
+            Some(last) => {
+                let since = now.saturating_duration_since(last.began);
+                if last.under_way || since < last.interval {
+                    return false;
+                }
+                last.interval = if since < last.interval.saturating_mul(2) {
+                    last.interval
+                        .saturating_mul(2)
+                        .min(REPLACEMENT_INTERVAL_MAX)
+                } else {
+                    timeout
+                };
+                last.under_way = true;
+                last.began = now;
+                true
+            }
+        }
+    }
+
+    fn end(&self, id: RuntimeId) {
+        let mut replacements = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(last) = replacements.get_mut(&id) {
+            last.under_way = false;
+        }
     }
 }
 
