@@ -378,8 +378,6 @@ impl RedisStore {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
-        #[cfg(feature = "cluster")]
-        let started = std::time::Instant::now();
         let exchange = self.run_script(&runtime, call);
         let result = match timeout(self.timeout, exchange).await {
             Ok(result) => result,
@@ -399,13 +397,14 @@ impl RedisStore {
             self.forget_connection(runtime.id());
         } else if matches!(result, Err(StoreError::Timeout(_))) {
             #[cfg(feature = "cluster")]
-            self.replace_after_timeout(&runtime, started);
+            self.replace_after_timeout(&runtime);
         }
         result
     }
 
-    /// After a cluster call from `started` timed out on the runtime's current connection, a
-    /// new connection is made in the background and takes its place once connected.
+    /// After a cluster call timed out on the runtime's current connection (one made at least a
+    /// timeout ago, so before the call began: no clock is read on the way of a check), a new
+    /// connection is made in the background and takes its place once connected.
     /// redis-rs's cluster connection can stay on a stale slot map: after a master was killed
     /// under traffic, its slots' calls kept timing out long after its replica had taken over,
     /// no error ever telling it to ask the cluster again (redis-rs 1.8). A new connection
@@ -416,12 +415,15 @@ impl RedisStore {
     /// which a new connection cannot cure) at most one per [`Replacements`] interval, which
     /// doubles from the timeout up to [`REPLACEMENT_INTERVAL_MAX`].
     #[cfg(feature = "cluster")]
-    fn replace_after_timeout(&self, runtime: &Runtime, started: std::time::Instant) {
+    fn replace_after_timeout(&self, runtime: &Runtime) {
         let id = runtime.id();
         let Some(old) = self.cached(id) else {
             return;
         };
-        if !old.cluster_made_before(started) || !self.replacements.start(id, self.timeout) {
+        let began = std::time::Instant::now().checked_sub(self.timeout);
+        if !began.is_some_and(|began| old.cluster_made_before(began))
+            || !self.replacements.start(id, self.timeout)
+        {
             return;
         }
         let Some(reconnection) = self.target.cluster_reconnection() else {
@@ -611,13 +613,12 @@ impl Replacements {
         let mut replacements = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         match replacements.get_mut(&id) {
             None => {
-                let interval = timeout;
                 replacements.insert(
                     id,
                     Replacement {
                         under_way: true,
                         began: now,
-                        interval,
+                        interval: timeout,
                     },
                 );
                 true
