@@ -6,6 +6,7 @@
 //! arg       := "period" "=" (INT | STR)     whole seconds, or "<integer><unit>", unit ms|s|m|h|d
 //!            | "threshold" "=" INT          1..=4294967295
 //!            | "algorithm" "=" STR          "sliding_window_log" | "sliding_window_counter"
+//!            | "lease" "=" BOOL             checked through quota leases (a remote store)
 //!            | "rate" "=" EXPR              a `Rate`, instead of `period` and `threshold`
 //!            | "key" "=" EXPR               any expression implementing Display
 //!            | "cost" "=" (INT | EXPR)      1..=threshold (a log: ..=10000), or an unsigned
@@ -45,10 +46,11 @@ const MAX_PERIOD_US: u128 = 3_155_760_000 * 1_000_000;
 const MAX_COST: u128 = 10_000;
 
 /// The arguments, in the order the error messages list them, with an example of each.
-const ARGUMENTS: [(&str, &str); 16] = [
+const ARGUMENTS: [(&str, &str); 17] = [
     ("period", "period = 60"),
     ("threshold", "threshold = 10"),
     ("algorithm", "algorithm = \"sliding_window_counter\""),
+    ("lease", "lease = true"),
     ("key", "key = user_id"),
     ("rate", "rate = plan.rate()"),
     ("cost", "cost = items.len()"),
@@ -123,7 +125,7 @@ pub(crate) struct Args {
 
 /// The rate of one limit.
 pub(crate) enum RateArg {
-    /// `period` and `threshold`, known at compile time, and `algorithm`.
+    /// `period` and `threshold`, known at compile time, `algorithm` and `lease`.
     Fixed {
         /// The window's length in microseconds, within `1 ms..=100 years`.
         period_us: u64,
@@ -131,6 +133,8 @@ pub(crate) enum RateArg {
         threshold: u64,
         /// `algorithm = "sliding_window_counter"` (else the sliding window log).
         counter: bool,
+        /// `lease = true`: checked through quota leases.
+        leased: bool,
     },
     /// `rate = expr`: a `Rate` evaluated on each call, before the body.
     Expr(Expr),
@@ -230,6 +234,8 @@ struct ArgsBuilder {
     fixed_names: Vec<Ident>,
     /// `algorithm = "sliding_window_counter"`.
     counter: bool,
+    /// `lease = true`.
+    leased: bool,
     /// `rate = expr`, with its name token.
     rate: Option<(Ident, Expr)>,
     key: Option<Expr>,
@@ -262,7 +268,7 @@ impl ArgsBuilder {
             return;
         }
         self.seen.push(text.clone());
-        if text == "period" || text == "threshold" || text == "algorithm" {
+        if ["period", "threshold", "algorithm", "lease"].contains(&text.as_str()) {
             self.fixed_names.push(name.clone());
         }
         let value = strip_groups(value);
@@ -270,6 +276,7 @@ impl ArgsBuilder {
             "period" => period(&value).map(|us| self.period_us = Some(us)),
             "threshold" => threshold(&value).map(|n| self.threshold = Some(n)),
             "algorithm" => algorithm(&value).map(|counter| self.counter = counter),
+            "lease" => lease(&value).map(|leased| self.leased = leased),
             "key" => unreserved(&text, value).map(|expr| self.key = Some(expr)),
             "rate" => unreserved(&text, value).map(|expr| self.rate = Some((name.clone(), expr))),
             "cost" => unreserved(&text, value)
@@ -327,6 +334,10 @@ impl ArgsBuilder {
                  `Rate::new(..)?.with_algorithm(Algorithm::SlidingWindowCounter)` (a `Rate` is \
                  a sliding window log unless told otherwise)"
                     .to_owned()
+            } else if *fixed == "lease" && self.fixed_names.len() == 1 {
+                "`lease` cannot be given with `rate`, whose `Rate` chooses it: remove `lease`, \
+                 and lease the rate, e.g. `Rate::new(..)?.leased()`"
+                    .to_owned()
             } else {
                 format!(
                     "`{fixed}` cannot be given with `rate`, whose `Rate` gives the period and \
@@ -342,6 +353,7 @@ impl ArgsBuilder {
                 period_us,
                 threshold,
                 counter: self.counter,
+                leased: self.leased,
             },
             (None, None, None) => {
                 return Err(syn::Error::new(
@@ -850,6 +862,22 @@ fn algorithm(value: &Expr) -> syn::Result<bool> {
     }
 }
 
+/// `lease = true`: a `bool` literal.
+fn lease(value: &Expr) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Bool(flag),
+            ..
+        }) => Ok(flag.value),
+        _ => Err(error(
+            value,
+            "`lease` must be `true` or `false`: a leased limit reserves admissions of its key \
+             in the store in one round trip and spends them in process (for a rate chosen per \
+             call, lease the `Rate` instead: `rate = plan.rate().leased()`)",
+        )),
+    }
+}
+
 /// `shadow = true`: a `bool` literal.
 fn shadow(value: &Expr) -> syn::Result<bool> {
     match value {
@@ -1292,7 +1320,7 @@ mod tests {
         assert_eq!(
             error_of(quote!(period = 1, threshold = 2, colour = "red")),
             "unknown argument `colour`; expected one of `period`, `threshold`, `algorithm`, \
-             `key`, `rate`, \
+             `lease`, `key`, `rate`, \
              `cost`, `exempt`, `decision`, `label`, `wait`, `count`, `count_if`, `shadow`, \
              `limiter`, `name`, `crate`"
         );
@@ -1483,6 +1511,18 @@ mod tests {
         assert_eq!(
             error_of(quote!(period = 1, threshold = 1, cost = 1, cost = 1)),
             "duplicate `cost` argument"
+        );
+    }
+
+    #[test]
+    fn lease_is_a_flag_of_a_fixed_rate() {
+        let leased = parse(quote!(period = 1, threshold = 1000, lease = true)).unwrap();
+        assert!(matches!(leased.rate, RateArg::Fixed { leased: true, .. }));
+        let plain = parse(quote!(period = 1, threshold = 1000, lease = false)).unwrap();
+        assert!(matches!(plain.rate, RateArg::Fixed { leased: false, .. }));
+        assert!(
+            error_of(quote!(period = 1, threshold = 5, lease = 1))
+                .starts_with("`lease` must be `true` or `false`")
         );
     }
 

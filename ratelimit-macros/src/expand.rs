@@ -683,11 +683,13 @@ fn rate(krate: &TokenStream, rate: &RateArg) -> TokenStream {
             period_us,
             threshold,
             counter,
+            leased,
         } => {
             let threshold = Literal::u64_unsuffixed(*threshold);
             let period_us = Literal::u64_unsuffixed(*period_us);
             let algorithm =
                 counter.then(|| quote!(.with_algorithm(#krate::Algorithm::SlidingWindowCounter)));
+            let lease = leased.then(|| quote!(.leased()));
             quote! {
                 const {
                     #krate::Rate::new_const(
@@ -695,6 +697,7 @@ fn rate(krate: &TokenStream, rate: &RateArg) -> TokenStream {
                         #krate::__private::Duration::from_micros(#period_us),
                     )
                     #algorithm
+                    #lease
                 }
             }
         }

@@ -113,6 +113,15 @@ use proc_macro::TokenStream;
 /// [`rate`](#rate), whose `Rate` carries its algorithm (`Rate::with_algorithm`). The guide's
 /// `algorithms` page compares the two.
 ///
+/// # `lease`
+///
+/// Optional: `lease = true` checks the limit through quota leases on a Redis store: each
+/// process reserves admissions of the key in one round trip and spends them without one,
+/// never admitting more than the threshold in any window (`Rate::leased`; the guide's
+/// `leases` page tells when it pays and what it trades). It serves a limit checked on its
+/// own at cost 1 (the plain form); in other forms, and in process, the limit is checked as
+/// without it. Not with [`rate`](#rate): lease the `Rate` (`rate = plan.rate().leased()`).
+///
 /// # `key`
 ///
 /// Optional: an expression whose value, formatted with `Display`, splits the counter, such as

@@ -257,6 +257,7 @@ fn fixed(rate: &RateArg) -> Option<(u64, u64, bool)> {
             period_us,
             threshold,
             counter,
+            ..
         } => Some((*period_us, *threshold, *counter)),
         RateArg::Expr(_) => None,
     }

@@ -152,3 +152,17 @@ pub(crate) struct LimitsAnswer {
     /// where a check is never refunded).
     pub(crate) now: u64,
 }
+
+/// A store's answer to a lease (`Store::lease`).
+pub(crate) struct Grant {
+    /// The call at hand's decision: admitted (and recorded) or denied; `remaining` counts the
+    /// reserve as spent.
+    pub(crate) decision: Decision,
+    /// Admissions reserved beyond the call at hand (0 on a denial).
+    pub(crate) reserved: u32,
+    /// The lease's time on the store's clock (µs since the Unix epoch), which its give-back
+    /// names.
+    pub(crate) now: u64,
+    /// How long the reserve may be spent for, from `now` on the store's clock.
+    pub(crate) lasts: std::time::Duration,
+}

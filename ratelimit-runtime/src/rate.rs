@@ -24,6 +24,7 @@ use std::time::Duration;
 pub struct Rate {
     threshold: u32,
     algorithm: Algorithm,
+    leased: bool,
     period_us: u64,
 }
 
@@ -44,7 +45,7 @@ pub struct Rate {
 /// period of a key being a counter of its own.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[repr(u32)]
+#[repr(u8)]
 pub enum Algorithm {
     /// The exact sliding window log (the default): a call at `now` is admitted iff the
     /// admissions recorded in `(now − period, now]` plus its cost stay within the threshold.
@@ -133,6 +134,7 @@ impl Rate {
         Ok(Rate {
             threshold: threshold as u32,
             algorithm: Algorithm::SlidingWindowLog,
+            leased: false,
             period_us,
         })
     }
@@ -160,6 +162,33 @@ impl Rate {
         self.algorithm
     }
 
+    /// The same rate checked through quota leases on a remote store: a process reserves
+    /// admissions of the key in one round trip and spends them without one, never admitting
+    /// more than the threshold in any window. The [lease guide](crate::guide::leases) tells
+    /// when it pays and what it trades. In process, and for checks at explicit times, of
+    /// other costs or of several limits, nothing changes. Usable in a `const` item.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit_runtime::Rate;
+    ///
+    /// const TENANT: Rate = Rate::new_const(50_000, Duration::from_secs(1)).leased();
+    /// assert!(TENANT.is_leased());
+    /// ```
+    #[must_use]
+    pub const fn leased(self) -> Rate {
+        Rate {
+            leased: true,
+            ..self
+        }
+    }
+
+    /// Whether checks of the rate go through quota leases ([`leased`](Rate::leased)).
+    #[must_use]
+    pub const fn is_leased(&self) -> bool {
+        self.leased
+    }
+
     /// `true` for a [sliding window counter](Algorithm::SlidingWindowCounter).
     pub(crate) const fn is_counter(&self) -> bool {
         matches!(self.algorithm, Algorithm::SlidingWindowCounter)
@@ -183,12 +212,16 @@ impl Rate {
     }
 }
 
-/// `Rate(2 per 30s)`; a counter's says so: `Rate(2 per 30s, sliding window counter)`.
+/// `Rate(2 per 30s)`; a counter's says so: `Rate(2 per 30s, sliding window counter)`, and a
+/// leased one `Rate(2 per 30s, leased)`.
 impl fmt::Debug for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Rate({} per {:?}", self.threshold, self.period())?;
         if self.is_counter() {
             write!(f, ", {}", self.algorithm)?;
+        }
+        if self.leased {
+            f.write_str(", leased")?;
         }
         f.write_str(")")
     }

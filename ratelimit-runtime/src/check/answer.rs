@@ -90,6 +90,14 @@ impl Shared {
         if crate::layout::is_counter_name(limit.key) {
             return Next::Answered(Err(counter_name_error()));
         }
+        // A leased rate's reserve is spent first, an admission the store made already (even
+        // while its breaker is open: the lease was recorded exactly).
+        if limit.rate.is_leased()
+            && at.is_none()
+            && let Some(decision) = self.spend_lease(limit)
+        {
+            return Next::Answered(self.answered(scope, limit.key, Ok(decision), timer));
+        }
         let ticket = match self.cached_denial(scope, limit, at, explicit, true) {
             Ok(decision) => {
                 return Next::Answered(self.answered(scope, limit.key, Ok(decision), timer));

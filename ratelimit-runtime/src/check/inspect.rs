@@ -86,8 +86,10 @@ impl Shared {
         let owned = key.to_owned();
         self.remote_op(self.store.part(key), move |shared| async move {
             let outcome = shared.store.reset(&owned).await;
-            // After the reset: a denial sent before it and cached meanwhile goes too.
+            // After the reset: a denial sent before it and cached meanwhile goes too, and so
+            // do this process's leases of the key (the reserves the reset deleted).
             shared.forget_denials([owned.as_str()]);
+            shared.leases.forget_where(|leased| leased == owned);
             outcome
         })
         .await
@@ -115,6 +117,7 @@ impl Shared {
         if let Some(cache) = &self.deny_cache {
             cache.clear();
         }
+        self.leases.forget_where(|leased| keys.matches(leased));
         outcome.map_err(RateLimitError::Unavailable)
     }
 

@@ -14,6 +14,10 @@
 //! - `future.rs`: [`Checking`], the future of one check;
 //! - `all.rs`: a check of several limits (each with its key, rate and cost), all or nothing:
 //!   one step in process and on one server, reserve then refund across a cluster's slots;
+//! - `lease.rs`: the quota leases of a remote store's hot keys
+//!   ([`Rate::leased`](crate::Rate::leased)) a process holds, and why they stay exact;
+//! - `leased.rs`: the check of a leased rate: its reserve spent without I/O, or its lease
+//!   renewed one check at a time, and given back when it ends;
 //! - `inspect.rs`: a key's log outside a check: a look that records nothing (the policy's
 //!   when the store fails), and its reset;
 //! - `permit.rs`: where a check recorded its call, and the refund that removes it again.
@@ -29,6 +33,8 @@ mod answer;
 mod deny_cache;
 mod future;
 mod inspect;
+mod lease;
+mod leased;
 mod permit;
 mod remote;
 mod shared;

@@ -32,6 +32,26 @@ impl Shared {
         probe: Option<usize>,
         ticket: Option<Ticket>,
     ) -> Result<Decision, RateLimitError> {
+        // A probe of an open breaker is one call, as plain as can be.
+        if limit.rate.is_leased() && at.is_none() && probe.is_none() {
+            return self.leased(scope, limit, ticket).await;
+        }
+        self.direct(scope, limit, at, probe, ticket).await
+    }
+
+    /// [`remote`](Shared::remote) without a lease: the check's own call to the store.
+    ///
+    /// # Errors
+    ///
+    /// As [`remote`](Shared::remote).
+    pub(super) async fn direct(
+        self: &Arc<Self>,
+        scope: Option<&str>,
+        limit: LimitRef<'_>,
+        at: Option<u64>,
+        probe: Option<usize>,
+        ticket: Option<Ticket>,
+    ) -> Result<Decision, RateLimitError> {
         let timer = Timer::start();
         let outcome = match self.call(limit, at, probe, ticket) {
             Ok(call) => call.await,

@@ -3,6 +3,7 @@
 use std::sync::atomic::AtomicBool;
 
 use super::deny_cache::DenyCache;
+use super::lease::Leases;
 use crate::health::Health;
 use crate::policy::FailurePolicy;
 use crate::store::Store;
@@ -32,6 +33,8 @@ pub(crate) struct Shared {
     pub(crate) shadow: bool,
     /// The full-window denials a remote store gave (`None`: in process, or switched off).
     pub(crate) deny_cache: Option<DenyCache>,
+    /// The quota leases of leased rates (a remote store's only).
+    pub(crate) leases: Leases,
 }
 
 impl Shared {
@@ -55,6 +58,7 @@ impl Shared {
             clock,
             shadow,
             deny_cache,
+            leases: Leases::default(),
         }
     }
 

@@ -11,6 +11,7 @@
 //! | [`outcomes`] | counting calls by their outcome, refunds, waiting for a slot, shadow mode |
 //! | [`keys`] | the key layout in Redis and in process, cluster slots, what a change of code moves, unblocking a caller |
 //! | [`redis`] | the Redis store: a Redis limiter in a `static`, what it stores, Cluster, Sentinel, replication, TLS and ACL users |
+//! | [`leases`] | quota leases: a hot key over Redis at in-process speed, exact; what they trade |
 //! | [`production`] | failure policies, circuit breakers, timeouts and resends, the deny cache, memory, logs and metrics, what each failure costs |
 //! | [`testing`] | tests of rate-limited code on a manual clock; replaying explicit times |
 #![cfg_attr(
@@ -48,6 +49,10 @@ pub mod keys {
 
 pub mod redis {
     #![doc = include_str!("redis.md")]
+}
+
+pub mod leases {
+    #![doc = include_str!("leases.md")]
 }
 
 pub mod production {

@@ -96,6 +96,43 @@
 //! replica that can be promoted acknowledged) leaves a later refund of it to a master that
 //! never counted it, where a counter's refund takes another call's cost.
 
+//! # Leases
+//!
+//! A lease ([`Store::lease`], `lease.lua`) checks the call at hand of one limit at cost 1, on
+//! the store's clock, and when it is admitted also reserves up to `wanted − 1` admissions for
+//! the process that asked, which spends them without a round trip until the lease ends
+//! (`lasts` after the lease's time, at most the period, and for a counter never past the end
+//! of its fixed window). What it reserves counts for every other check at once, and:
+//!
+//! - **The bound holds over the times the reserve is spent.** A log records the call at
+//!   `now` (member `<lease>.0`) and the reserve at the lease's end (members `<lease>.1..`):
+//!   each stays in the window at least a period after any use it stands for, and counts as an
+//!   admission later than now for the checks before it; a counter adds the whole lease to the
+//!   fixed window that holds every use. The process spends only before the lease's end (its
+//!   own clock, counted from before it sent the lease). So in every window of length
+//!   `period`, calls admitted directly plus reserves spent are at most the threshold: the
+//!   log's rule, and the counter's, over what the store recorded.
+//! - **A give-back takes back exactly the unspent reserve, once.** The process spends
+//!   members from the highest down and gives back members `1..=left`: [`Store::refund`] of
+//!   an admission named by the lease, of cost `left`, at the lease's time (for a counter, the
+//!   fixed window the lease was recorded in); it is never resent for a counter. A give-back
+//!   that is lost leaves the reserve to leave the window with its lease: fewer admissions,
+//!   never more.
+//! - **A lease whose outcome is unknown is never spent** (a timeout, a lost reply, replicas
+//!   that did not acknowledge it). Resent after a lost connection, a log's lease is
+//!   recognised by its member `<lease>.0`: the call counts once, and the reserve the first
+//!   run recorded is removed (nobody spends it). A counter's lease is never resent.
+//! - A reset forgets the reserves with the key; the process that reset it drops its own
+//!   leases of the key, other processes spend theirs until their leases end (at most a
+//!   sixteenth of the threshold each, for at most a sixteenth of the period or a second).
+//! - As for every admission, a failover that loses the lease's write (its master replaced by
+//!   a replica that never got it) lets the new master admit what the lease holds;
+//!   `wait_for_replicas` closes it.
+//!
+//! In process there is nothing to lease: every check is already local, and a leased rate is
+//! checked as any other. `tests/tests/suite/leases.rs` and the fault checker (whose hot limits
+//! include leased ones) hold the store to these rules.
+
 mod counter;
 pub(crate) mod memory;
 pub(crate) mod redis;
@@ -108,7 +145,7 @@ use self::redis::RedisStore;
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::layout::ScopeKeys;
-use crate::limit::{LimitRef, LimitsAnswer};
+use crate::limit::{Grant, LimitRef, LimitsAnswer};
 
 /// Where a limiter keeps its logs.
 #[allow(clippy::large_enum_variant)] // one per limiter, behind its `Arc`
@@ -269,6 +306,29 @@ impl Store {
         match self {
             Store::Redis(store) => store.refund(limits, admission, now).await,
             Store::Memory(_) => Ok(Vec::new()),
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
+    /// A lease of `limit` (cost 1) named `lease` for up to `wanted` admissions (the call at
+    /// hand included) lasting `lasts` (see [Leases](self#leases)). Only a remote store leases:
+    /// in process every check is already local, and a lease is never asked for.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Store::check).
+    pub(crate) async fn lease(
+        &self,
+        limit: LimitRef<'_>,
+        lease: &Admission,
+        wanted: u32,
+        lasts: std::time::Duration,
+    ) -> Result<Grant, StoreError> {
+        match self {
+            Store::Redis(store) => store.lease(limit, lease, wanted, lasts).await,
+            Store::Memory(_) => Err(StoreError::Protocol(
+                "no lease in process: its checks are local".into(),
+            )),
             Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
         }
     }

@@ -8,10 +8,12 @@
 //! concurrent tasks drawing, from the seed, a mix of `check`, `check_n`, `check_all` (logs and
 //! sliding window counters, one cluster slot through `{u1}` or several), `check_permit` then a
 //! refund or not, `peek`, `until_ready` and `reset`, on nine hot limits of thresholds 3 to 10
-//! and periods of 1 to 5 s. Meanwhile a thread injects faults on a seeded schedule, each held
-//! until it ends it: proxy stall, delay, cut mid-call (the command ran, its reply is lost),
-//! refuse, the server killed and restarted on its port (without disk: it forgets everything);
-//! in the cluster a master frozen then thawed, and in the full run a manual failover.
+//! and periods of 1 to 5 s, and two leased ones (a log of 64 and a counter of 48 per 2 s, whose
+//! plain checks go through quota leases). Meanwhile a thread injects faults on a seeded
+//! schedule, each held until it ends it: proxy stall, delay, cut mid-call (the command ran, its
+//! reply is lost), refuse, the server killed and restarted on its port (without disk: it
+//! forgets everything); in the cluster a master frozen then thawed, and in the full run a
+//! manual failover.
 //!
 //! # Judged on what the servers recorded
 //!
@@ -32,13 +34,18 @@
 //!   reset, once). Per key, period and window, the cost admitted and not taken back is at
 //!   most the threshold. (The sliding estimate's bound, `counter.rs`'s, is not judged: the
 //!   check's time is not in what the tap shows of a counter check, only the tap's own clock.)
+//! - **Leases**: a lease's entries count as any admission (a log's reserve at its score, the
+//!   lease's end; a counter's grant, read from its `HSET`, in its window); a resent lease
+//!   removes only its own reserve (members `<lease>.1..`), and a give-back only members
+//!   `<lease>.1..=cost` of its own lease, at most what it reserved, once.
 //! - **Refunds**: a refund removes only members `<admission>.<j>` (`j` up to its cost) of its
 //!   own admission, and a counter refund subtracts only from a window its admission added to,
 //!   at most once.
 //! - **Denied calls record nothing**: per key, what the servers hold (recorded, refunds taken
 //!   off) is at most what the application servers were told was admitted, plus the cost of
 //!   the calls whose outcome they could not know (errors, the failure policy's answers, and
-//!   denials of checks across cluster slots: a reservation a refund could not reach stays).
+//!   denials of checks across cluster slots: a reservation a refund could not reach stays),
+//!   and the reserves of leases not given back (spent, or left to leave with their lease).
 //! - **State**: after quiet, every key under the prefix has a TTL.
 //! - **Liveness**: every call returned within its timeout (twice for two round trips: across
 //!   cluster slots, a reset of a log and counter in two slots; plus a wait's own limit) and

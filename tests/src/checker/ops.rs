@@ -18,7 +18,7 @@ pub(crate) struct Hot {
 }
 
 /// The hot limits: logs and counters, small thresholds, periods of 1 to 5 s; the `{u1}` ones
-/// share a cluster slot.
+/// share a cluster slot; the `lease:` ones are leased.
 pub(crate) fn hot_limits() -> Vec<Hot> {
     let log = |key, threshold, seconds| Hot {
         key,
@@ -40,6 +40,16 @@ pub(crate) fn hot_limits() -> Vec<Hot> {
         log("{u1}:burst", 4, 1),
         counter("{u1}:daily", 9, 3),
         counter("{u1}:tokens", 10, 2),
+        // Leased (their plain checks go through leases of up to 4 and 3 admissions; their
+        // other calls are checked as any other limit's).
+        Hot {
+            rate: log("lease:log", 64, 2).rate.leased(),
+            ..log("lease:log", 64, 2)
+        },
+        Hot {
+            rate: counter("lease:ctr", 48, 2).rate.leased(),
+            ..counter("lease:ctr", 48, 2)
+        },
     ]
 }
 

@@ -17,8 +17,10 @@ enum Script {
     Counter,
     /// `sliding_window_limits.lua`: several limits, costs.
     Limits,
-    /// `refund.lua`.
+    /// `refund.lua` (a lease's give-back too).
     Refund,
+    /// `lease.lua`: a quota lease of one limit (the call at hand, and a reserve).
+    Lease,
     /// `peek.lua` (both variants), `reset.lua`: nothing to account, `DEL`s aside.
     Other,
 }
@@ -66,6 +68,10 @@ fn known_scripts() -> HashMap<String, Script> {
             hash(&format!("{counter}{}", source!("peek.lua"))),
             Script::Other,
         ),
+        (
+            hash(&format!("{counter}{}", source!("lease.lua"))),
+            Script::Lease,
+        ),
         (hash(source!("reset.lua")), Script::Other),
     ])
 }
@@ -95,6 +101,8 @@ impl Run {
             // A counter's check names the admission a refund would give last (when it may be
             // refunded: through the path of several limits).
             Script::Counter => 4,
+            // A lease's name.
+            Script::Lease => 2,
             _ => 0,
         };
         self.argv.get(at).map_or("", String::as_str)
@@ -106,7 +114,7 @@ impl Run {
         let mut limits = HashMap::new();
         for (i, key) in self.keys.iter().enumerate() {
             let args = match self.script {
-                Script::One => LimitArgs {
+                Script::One | Script::Lease => LimitArgs {
                     period: number(0),
                     threshold: number(1),
                     cost: 1,
@@ -187,6 +195,16 @@ struct CounterKey {
     windows: BTreeMap<(u32, u64, u64), (i64, u64)>,
 }
 
+/// A lease, as the tap saw it: the reserve it recorded beyond the call at hand, and what
+/// its give-back (or its resend) took back.
+#[derive(Default)]
+struct LeaseSeen {
+    reserved: i64,
+    given_back: i64,
+    /// A log's give-back ran (a second one takes nothing more).
+    returned: bool,
+}
+
 /// The inputs of a judgement.
 pub(crate) struct Inputs<'a> {
     /// Each node's lines.
@@ -212,6 +230,11 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
     let mut one_counter = 0_u64;
     // The (key, admission) pairs a check script of several limits ran for.
     let mut checked: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+    // Per (key, lease name): its reserve and what came back of it.
+    let mut leases: HashMap<(String, String), LeaseSeen> = HashMap::new();
+    // Per (counter hash, field): the last value a script wrote, `(window, prev, cur)` (a
+    // lease's grant is its `cur` less the one before).
+    let mut written: HashMap<(String, String), (u64, u64, u64)> = HashMap::new();
     for run in &runs {
         while wipes.peek().is_some_and(|&wipe| wipe <= run.micros) {
             wipes.next();
@@ -222,6 +245,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
             for counter in counters.values_mut() {
                 counter.epoch += 1;
             }
+            written.clear();
         }
         let limits = run.limits();
         let admission = run.admission().to_owned();
@@ -243,6 +267,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                         if let Some(counter) = counters.get_mut(key) {
                             counter.epoch += 1;
                         }
+                        written.retain(|(hash, _), _| hash != key);
                     }
                 }
                 "ZREMRANGEBYSCORE" => {
@@ -279,11 +304,17 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                         });
                         *server.entry(hot_key(key, inputs.prefix)).or_default() += 1;
                         verdict.count("judged: log admissions (members)", 1);
-                        if let Some((base, _)) = member.rsplit_once('.') {
+                        if let Some((base, j)) = member.rsplit_once('.') {
                             log_refunds
                                 .entry((key.clone(), base.to_owned()))
                                 .or_default()
                                 .0 += 1;
+                            if run.script == Script::Lease && j != "0" {
+                                leases
+                                    .entry((key.clone(), base.to_owned()))
+                                    .or_default()
+                                    .reserved += 1;
+                            }
                         }
                     }
                 }
@@ -291,6 +322,86 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                     let Some(limit) = limits.get(key.as_str()) else {
                         continue;
                     };
+                    let lease = leases.get_mut(&(key.clone(), admission.clone()));
+                    if run.script == Script::Lease {
+                        // A resent lease takes its unspent reserve back: its own members
+                        // 1.. (never .0, the call at hand).
+                        let Some(lease) = lease else {
+                            verdict.violation(format!(
+                                "a lease removed members of a lease it did not record ({})",
+                                hot_key(key, inputs.prefix)
+                            ));
+                            continue;
+                        };
+                        let log = logs.entry(key.clone()).or_default();
+                        for member in &effect[2..] {
+                            let own = member.rsplit_once('.').is_some_and(|(base, j)| {
+                                base == admission && j.parse::<u64>().is_ok_and(|j| j >= 1)
+                            });
+                            if !own {
+                                verdict.violation(format!(
+                                    "a lease removed a member not of its reserve ({})",
+                                    hot_key(key, inputs.prefix)
+                                ));
+                            }
+                            if log.live.remove(member).is_some()
+                                && let Some(&last) =
+                                    log.by_member.get(member).and_then(|all| all.last())
+                            {
+                                log.admissions[last].refunded = true;
+                                lease.given_back += 1;
+                                *server.entry(hot_key(key, inputs.prefix)).or_default() -= 1;
+                            }
+                        }
+                        verdict.count("leases resent and recognised (reserve taken back)", 1);
+                        continue;
+                    }
+                    if run.script == Script::Refund
+                        && let Some(lease) = lease
+                    {
+                        // A lease's give-back: members 1..=cost of its reserve, once.
+                        let log = logs.entry(key.clone()).or_default();
+                        for member in &effect[2..] {
+                            let own = member.rsplit_once('.').is_some_and(|(base, j)| {
+                                base == admission
+                                    && j.parse::<u64>()
+                                        .is_ok_and(|j| (1..=limit.cost).contains(&j))
+                            });
+                            if !own {
+                                verdict.violation(format!(
+                                    "a give-back removed a member not of its lease's reserve ({})",
+                                    hot_key(key, inputs.prefix)
+                                ));
+                            }
+                            if log.live.remove(member).is_some()
+                                && let Some(&last) =
+                                    log.by_member.get(member).and_then(|all| all.last())
+                            {
+                                log.admissions[last].refunded = true;
+                            }
+                        }
+                        if lease.returned {
+                            verdict.count(
+                                "lease give-backs run twice (the second removes nothing)",
+                                1,
+                            );
+                        } else {
+                            lease.returned = true;
+                            let cost = i64::try_from(limit.cost).unwrap_or(i64::MAX);
+                            if cost > lease.reserved - lease.given_back {
+                                verdict.violation(format!(
+                                    "a give-back of {cost} from a lease of {} ({} back already) ({})",
+                                    lease.reserved,
+                                    lease.given_back,
+                                    hot_key(key, inputs.prefix)
+                                ));
+                            }
+                            lease.given_back += cost;
+                            *server.entry(hot_key(key, inputs.prefix)).or_default() -= cost;
+                        }
+                        verdict.count("judged: lease give-backs", 1);
+                        continue;
+                    }
                     for member in &effect[2..] {
                         let own = member.rsplit_once('.').is_some_and(|(base, j)| {
                             base == admission
@@ -332,14 +443,52 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                         ));
                         continue;
                     };
-                    let window: u64 = effect
+                    let value: Vec<u64> = effect
                         .get(3)
-                        .and_then(|value| value.split(' ').next()?.parse().ok())
-                        .unwrap_or(0);
+                        .map(|value| value.split(' ').filter_map(|n| n.parse().ok()).collect())
+                        .unwrap_or_default();
+                    let window = value.first().copied().unwrap_or(0);
+                    let (prev, cur) = (
+                        value.get(1).copied().unwrap_or(0),
+                        value.get(2).copied().unwrap_or(0),
+                    );
+                    let field = effect.get(2).cloned().unwrap_or_default();
+                    let before = written.insert((key.clone(), field), (window, prev, cur));
                     let counter = counters.entry(key.clone()).or_default();
                     let epoch = counter.epoch;
                     let hot = hot_key(key, inputs.prefix);
                     match run.script {
+                        Script::Lease => {
+                            // What this write added: the counts of its window less those it
+                            // rolled from (the same window's, or the one before's `cur`).
+                            let base = match before {
+                                Some((w, p, c)) if w == window => p + c,
+                                Some((w, _, c)) if w + 1 == window => c,
+                                _ => 0,
+                            };
+                            let granted = (prev + cur).saturating_sub(base);
+                            counter.admissions.insert(
+                                (limit.period, admission.clone()),
+                                CounterAdmission {
+                                    epoch,
+                                    window,
+                                    cost: granted,
+                                    refunded: false,
+                                },
+                            );
+                            verdict.count("judged: counter leases", 1);
+                            let entry = counter
+                                .windows
+                                .entry((epoch, limit.period, window))
+                                .or_default();
+                            entry.0 += granted as i64;
+                            entry.1 = limit.threshold;
+                            *server.entry(hot).or_default() += granted as i64;
+                            leases
+                                .entry((key.clone(), admission.clone()))
+                                .or_default()
+                                .reserved += granted.saturating_sub(1) as i64;
+                        }
                         Script::One | Script::Counter | Script::Limits => {
                             let id = if !admission.is_empty()
                                 && matches!(run.script, Script::Limits | Script::Counter)
@@ -390,14 +539,33 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                         && own.window == refunded_window
                                         && !own.refunded =>
                                 {
-                                    verdict.count("judged: counter refunds", 1);
                                     own.refunded = true;
+                                    // A lease gives back part of its reserve; a refund takes
+                                    // its whole admission.
+                                    let taken =
+                                        match leases.get_mut(&(key.clone(), admission.clone())) {
+                                            Some(lease) => {
+                                                verdict.count("judged: lease give-backs", 1);
+                                                if limit.cost >= own.cost {
+                                                    verdict.violation(format!(
+                                                    "a give-back of {} from {hot}'s lease of {}",
+                                                    limit.cost, own.cost
+                                                ));
+                                                }
+                                                lease.given_back += limit.cost as i64;
+                                                limit.cost.min(own.cost)
+                                            }
+                                            None => {
+                                                verdict.count("judged: counter refunds", 1);
+                                                own.cost
+                                            }
+                                        };
                                     let entry = counter
                                         .windows
                                         .entry((epoch, limit.period, own.window))
                                         .or_default();
-                                    entry.0 -= own.cost as i64;
-                                    *server.entry(hot).or_default() -= own.cost as i64;
+                                    entry.0 -= taken as i64;
+                                    *server.entry(hot).or_default() -= taken as i64;
                                 }
                                 other => {
                                     let why = match other {
@@ -432,7 +600,14 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
         }
     }
     exactness(&logs, &counters, inputs.prefix, &mut verdict);
-    accounting(inputs, &server, &mut verdict);
+    // What leases reserved and did not give back: spent (and told), or left to leave the
+    // window with its lease (a give-back that failed, a lease whose reply was lost).
+    let mut reserves: HashMap<String, i64> = HashMap::new();
+    for ((key, _), lease) in &leases {
+        *reserves.entry(hot_key(key, inputs.prefix)).or_default() +=
+            (lease.reserved - lease.given_back).max(0);
+    }
+    accounting(inputs, &server, &reserves, &mut verdict);
     verdict
 }
 
@@ -559,8 +734,13 @@ fn exactness(
 /// A denied call records nothing: per key, what the server holds (recorded, not refunded)
 /// is at most what the application servers were told was admitted, plus what may have been
 /// recorded unseen (errors, the policy's answers, denials of checks across cluster slots
-/// whose reservations a failed refund may leave).
-fn accounting(inputs: &Inputs<'_>, server: &HashMap<String, i64>, verdict: &mut Verdict) {
+/// whose reservations a failed refund may leave, the reserves of leases not given back).
+fn accounting(
+    inputs: &Inputs<'_>,
+    server: &HashMap<String, i64>,
+    reserves: &HashMap<String, i64>,
+    verdict: &mut Verdict,
+) {
     let mut told: HashMap<&str, i64> = HashMap::new();
     let mut admitted: HashMap<&str, i64> = HashMap::new();
     let mut unknown: HashMap<&str, i64> = HashMap::new();
@@ -601,7 +781,8 @@ fn accounting(inputs: &Inputs<'_>, server: &HashMap<String, i64>, verdict: &mut 
             continue;
         }
         let told_admitted = told.get(key.as_str()).copied().unwrap_or(0);
-        let maybe = unknown.get(key.as_str()).copied().unwrap_or(0);
+        let maybe = unknown.get(key.as_str()).copied().unwrap_or(0)
+            + reserves.get(key.as_str()).copied().unwrap_or(0);
         if held > told_admitted + maybe {
             let mut text = format!(
                 "denied calls recorded: the server holds {held} admitted (cost, refunds taken \

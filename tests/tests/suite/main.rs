@@ -39,6 +39,7 @@ mod http_axum;
 mod hygiene;
 mod inspect;
 mod key_layout;
+mod leases;
 mod lints;
 mod manual_clock;
 mod memory_bounds;

@@ -34,7 +34,7 @@ use self::target::{Connection, Target};
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::layout::{COUNTER_SUFFIX, ScopeKeys};
-use crate::limit::{LimitRef, LimitsAnswer};
+use crate::limit::{Grant, LimitRef, LimitsAnswer};
 use crate::rate::{Algorithm, Rate};
 use crate::runtime::{Runtime, RuntimeId, timeout};
 
@@ -261,6 +261,32 @@ impl RedisStore {
             })
             .await?;
         script::decode_refund(&reply, limits)
+    }
+
+    /// A lease of `limit` (cost 1) named `lease`, on the server's clock: the call at hand is
+    /// checked and, admitted, recorded with up to `wanted − 1` more admissions reserved for
+    /// `lasts` (`lease.lua`), within the timeout. Its give-back is [`refund`](RedisStore::refund)
+    /// of the unused ones, at the grant's time.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check); a lease whose outcome is unknown reserved nothing
+    /// anyone spends: what it may have recorded leaves the window with its lease.
+    pub(crate) async fn lease(
+        &self,
+        limit: LimitRef<'_>,
+        lease: &Admission,
+        wanted: u32,
+        lasts: std::time::Duration,
+    ) -> Result<Grant, StoreError> {
+        let lasts = u64::try_from(lasts.as_micros()).unwrap_or(u64::MAX);
+        let call = Call::Lease {
+            limit,
+            lease,
+            wanted,
+            lasts,
+        };
+        script::decode_lease(&self.exchange(call).await?, limit.rate.threshold())
     }
 
     /// What a check of `limit` (cost 1) at `at` would answer, writing nothing (`peek.lua`),

@@ -11,7 +11,7 @@ use super::target::Connection;
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::layout::COUNTER_SUFFIX;
-use crate::limit::{LimitRef, LimitsAnswer};
+use crate::limit::{Grant, LimitRef, LimitsAnswer};
 
 /// The sliding window log script, run through `EVALSHA` (see [`run`]), or `EVAL` when the
 /// server has lost it.
@@ -50,6 +50,13 @@ const LIMITS_SOURCE: &str = concat!(
     include_str!("counter.lua"),
     include_str!("sliding_window_limits.lua")
 );
+
+/// A quota lease of one limit: the call at hand checked, and a reserve for the process to
+/// spend without a round trip: `lease.lua`, whose header holds its contract.
+static LEASE: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(LEASE_SOURCE));
+
+/// The text of [`LEASE`].
+const LEASE_SOURCE: &str = concat!(include_str!("counter.lua"), include_str!("lease.lua"));
 
 /// Removes one call's admission from its limits' sets: `refund.lua`.
 static REFUND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(REFUND_SOURCE));
@@ -116,6 +123,15 @@ pub(super) enum Call<'a> {
         admission: Option<&'a [u8]>,
         at: Option<u64>,
     },
+    /// A lease of `limit` named `lease`: the call at hand and up to `wanted − 1` admissions
+    /// reserved until `lasts` µs after the server's now: [`LEASE`]. Its give-back is a
+    /// [`Refund`](Call::Refund) of the unused ones.
+    Lease {
+        limit: LimitRef<'a>,
+        lease: &'a [u8],
+        wanted: u32,
+        lasts: u64,
+    },
     /// The refund of `admission`, recorded at `now`, from `limits`' sets: [`REFUND`].
     Refund {
         limits: &'a [LimitRef<'a>],
@@ -139,7 +155,11 @@ impl Call<'_> {
     fn records(&self) -> bool {
         matches!(
             self,
-            Call::One { .. } | Call::Several { .. } | Call::Counter { .. } | Call::Refund { .. }
+            Call::One { .. }
+                | Call::Several { .. }
+                | Call::Counter { .. }
+                | Call::Lease { .. }
+                | Call::Refund { .. }
         )
     }
 
@@ -150,6 +170,7 @@ impl Call<'_> {
             Call::One { .. } | Call::Several { .. } | Call::Counter { .. } => {
                 reply.first() == Some(&1)
             }
+            Call::Lease { .. } => reply.first().is_some_and(|&granted| granted > 0),
             Call::Refund { .. } => true,
             Call::Peek { .. } | Call::Reset { .. } => false,
         }
@@ -159,9 +180,14 @@ impl Call<'_> {
     /// redis-rs's cluster client): a refund that holds a sliding window counter, which takes
     /// a cost back without a member to tell that it already did. Every other call may be
     /// resent: the check scripts recognise their own members, a log's refund removes only
-    /// them, a look and a reset change nothing the second time.
+    /// them, a look and a reset change nothing the second time. A counter's lease is not
+    /// resent either: it would reserve again, and its process would never give that back.
     fn runs_once(&self) -> bool {
-        matches!(self, Call::Refund { limits, .. } if limits.iter().any(|limit| limit.rate.is_counter()))
+        match self {
+            Call::Refund { limits, .. } => limits.iter().any(|limit| limit.rate.is_counter()),
+            Call::Lease { limit, .. } => limit.rate.is_counter(),
+            _ => false,
+        }
     }
 
     fn script(&self) -> (&'static redis::Script, &'static str) {
@@ -169,6 +195,7 @@ impl Call<'_> {
             Call::One { .. } => (&SLIDING_WINDOW, SOURCE),
             Call::Several { .. } => (&SLIDING_WINDOW_LIMITS, LIMITS_SOURCE),
             Call::Counter { .. } => (&SLIDING_WINDOW_COUNTER, COUNTER_SOURCE),
+            Call::Lease { .. } => (&LEASE, LEASE_SOURCE),
             Call::Refund { .. } => (&REFUND, REFUND_SOURCE),
             Call::Peek { flagged: true, .. } => (&PEEK_NO_WRITES, PEEK_NO_WRITES_SOURCE),
             Call::Peek { flagged: false, .. } => (&PEEK, PEEK_SOURCE),
@@ -200,9 +227,10 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
         (false, true) => ("EVALSHA_RO", script.get_hash()),
     };
     let limits: &[LimitRef<'_>] = match call {
-        Call::One { limit, .. } | Call::Peek { limit, .. } | Call::Counter { limit, .. } => {
-            std::slice::from_ref(limit)
-        }
+        Call::One { limit, .. }
+        | Call::Peek { limit, .. }
+        | Call::Counter { limit, .. }
+        | Call::Lease { limit, .. } => std::slice::from_ref(limit),
         Call::Several { limits, .. } | Call::Refund { limits, .. } | Call::Reset { limits } => {
             limits
         }
@@ -279,6 +307,21 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
             if let Some(admission) = admission {
                 command.arg(admission);
             }
+            return command;
+        }
+        Call::Lease {
+            limit,
+            lease,
+            wanted,
+            lasts,
+        } => {
+            command
+                .arg(limit.rate.period_us())
+                .arg(limit.rate.threshold())
+                .arg(lease)
+                .arg(wanted)
+                .arg(lasts)
+                .arg(if limit.rate.is_counter() { "c" } else { "l" });
             return command;
         }
         Call::Peek { limit, at, .. } => {
@@ -508,6 +551,30 @@ pub(super) fn decode_limits(
         admitted,
         decisions,
         now: numbers[1],
+    })
+}
+
+/// Turns the reply of [`LEASE`] (`{granted, now_us, count, retry_after_us, reset_after_us,
+/// lasts_us}`) into its [`Grant`].
+pub(super) fn decode_lease(reply: &[i64], threshold: u64) -> Result<Grant, StoreError> {
+    let numbers = non_negative(reply, 6)?;
+    let &[granted, now, count, retry_after, reset_after, lasts] = numbers.as_slice() else {
+        unreachable!("six numbers")
+    };
+    let reset_after = Duration::from_micros(reset_after);
+    let decision = if granted == 0 {
+        Decision::denied(threshold, Duration::from_micros(retry_after), reset_after)
+    } else {
+        Decision::admitted(threshold, threshold.saturating_sub(count), reset_after)
+    };
+    let Ok(granted) = u32::try_from(granted) else {
+        return Err(StoreError::Protocol("a lease larger than asked for".into()));
+    };
+    Ok(Grant {
+        decision,
+        reserved: granted.saturating_sub(1),
+        now,
+        lasts: Duration::from_micros(lasts),
     })
 }
 

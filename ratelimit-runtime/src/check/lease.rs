@@ -1,0 +1,332 @@
+//! Quota leases of a remote store's hot keys ([`Rate::leased`]), the state a process keeps of
+//! them (`leased.rs` is the check that goes through them): a process reserves
+//! admissions of a key in one script and spends them without a round trip, until the lease
+//! ends, then gives back what it did not spend.
+//!
+//! Exactness rests on the store (`store/redis/lease.lua` states the recording that keeps its
+//! bound over the times the reserve is really spent); this module keeps the process's side:
+//!
+//! - a reserve is spent only before the lease's end as the store set it: `lasts` from the
+//!   store's now, counted here from before the script was sent (the store ran it later), less
+//!   a thousandth for the clocks' drift;
+//! - each reserved member is spent once (`left` counts down under the lease's lock: members
+//!   `left`, `left − 1`, … 1), and what is given back is exactly the unspent ones, members
+//!   `1..=left`, taken out of the lease under the same lock, once: the store's exact refund
+//!   of an admission of that cost;
+//! - a lease whose outcome is unknown (a timeout, a lost reply) is never spent: its
+//!   recording, if any, leaves the window with it;
+//! - the renewal runs handed off to the runtime, and installs its grant itself, so a caller
+//!   that stops waiting never strands a reserve.
+//!
+//! Sizing: a lease asks for `size` admissions (the call at hand included), starting at 1 (a
+//! plain check): `size` doubles when a lease was spent before its end, halves when one ended
+//! with a reserve to give back, and never exceeds [`max_size`] (a sixteenth of the threshold,
+//! at most [`Limit::MAX_COST`](crate::Limit::MAX_COST)), so that a small threshold is never
+//! leased away by one process. A lease lasts a sixteenth of the period, at most a second.
+//!
+//! One renewal at a time per lease: the checks that find it empty wait for it, then spend
+//! its reserve, or share its denial (its retry-after counted down), or renew in turn.
+
+use std::hash::RandomState;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use hashbrown::HashMap;
+
+use crate::decision::Decision;
+use crate::limit::{Grant, Limit, LimitRef};
+use crate::rate::Rate;
+use crate::store::Admission;
+
+/// The table holds at least this many leases before it sweeps out idle ones.
+const SWEEP_FROM: usize = 1_024;
+
+/// The most admissions a lease of `rate` asks for, the call at hand included: a sixteenth of
+/// the threshold (at least 1: a plain check), at most [`Limit::MAX_COST`].
+pub(super) fn max_size(rate: Rate) -> u32 {
+    let share = (rate.threshold() / 16).clamp(1, u64::from(Limit::MAX_COST));
+    u32::try_from(share).unwrap_or(Limit::MAX_COST)
+}
+
+/// How long a lease of `rate` lasts: a sixteenth of its period, at most a second (at least
+/// a microsecond).
+pub(super) fn lasts(rate: Rate) -> Duration {
+    (rate.period() / 16).clamp(Duration::from_micros(1), Duration::from_secs(1))
+}
+
+/// A process's leases, one per key and rate.
+#[derive(Default)]
+pub(crate) struct Leases {
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    /// Keyed by std's `RandomState` (SipHash with a random key): keys are the callers'.
+    leases: HashMap<(Box<str>, Rate), Arc<Lease>, RandomState>,
+    /// The table's size that triggers the next sweep.
+    sweep_at: usize,
+}
+
+/// One key's lease under one rate.
+pub(super) struct Lease {
+    state: Mutex<State>,
+    /// Held by the check that renews the lease; the others wait on it.
+    pub(super) renewal: async_lock::Mutex<()>,
+}
+
+struct State {
+    /// The current lease's name: its members are `<name>.0` (the call that took it) and
+    /// `<name>.1..` (the reserve).
+    name: Admission,
+    /// The unspent reserve: members `1..=left`.
+    left: u32,
+    /// Until when the reserve may be spent (this process's clock).
+    ends: Instant,
+    /// The lease's time on the store's clock, which its give-back names.
+    now: u64,
+    /// The store's count with this lease, at its grant: what other processes held then.
+    count: u64,
+    /// When the window empties, as the store said at the grant.
+    empties: Instant,
+    /// Renewals completed so far.
+    generation: u64,
+    /// How the last one went.
+    last: Outcome,
+    /// What the next lease asks for (the call at hand included).
+    size: u32,
+}
+
+/// How a renewal went.
+#[derive(Clone, Copy)]
+enum Outcome {
+    /// Admitted, with or without a reserve (or none was made yet).
+    Granted,
+    /// Denied, with this decision, at this time.
+    Denied(Decision, Instant),
+    /// The store did not answer.
+    Failed,
+}
+
+/// What the unspent reserve of a lease that ended is given back as: its members `1..=left`.
+pub(super) struct GiveBack {
+    pub(super) name: Admission,
+    pub(super) left: u32,
+    pub(super) now: u64,
+}
+
+/// What a check that waited for the renewal does next.
+pub(super) enum AfterWait {
+    /// Answered by the renewal it waited for: a member of its reserve, or its denial.
+    Answered(Decision),
+    /// Renews, asking for `wanted`, after giving back what the ended lease left.
+    Renew {
+        wanted: u32,
+        give_back: Option<GiveBack>,
+    },
+    /// The renewal it waited for failed: checked on its own, as a check of no lease is.
+    Direct,
+}
+
+impl State {
+    fn new() -> State {
+        let now = Instant::now();
+        State {
+            name: Admission::default(),
+            left: 0,
+            ends: now,
+            now: 0,
+            count: 0,
+            empties: now,
+            generation: 0,
+            last: Outcome::Granted,
+            size: 1,
+        }
+    }
+
+    /// Spends a member of the reserve at `at`, if one is left and the lease has not ended.
+    #[inline]
+    fn spend(&mut self, rate: Rate, at: Instant) -> Option<Decision> {
+        if self.left == 0 || at >= self.ends {
+            return None;
+        }
+        self.left -= 1;
+        let threshold = rate.threshold();
+        let remaining = threshold.saturating_sub(self.count) + u64::from(self.left);
+        Some(Decision::admitted(
+            threshold,
+            remaining,
+            self.empties.saturating_duration_since(at),
+        ))
+    }
+
+    /// The unspent reserve of a lease that ended (none while it lasts), taken out of it,
+    /// once; the lease is sized down for it.
+    fn take_ended(&mut self, rate: Rate, at: Instant) -> Option<GiveBack> {
+        if self.left == 0 || at < self.ends {
+            return None;
+        }
+        let left = std::mem::take(&mut self.left);
+        self.size = (self.size / 2).max(1).min(max_size(rate));
+        Some(GiveBack {
+            name: self.name,
+            left,
+            now: self.now,
+        })
+    }
+}
+
+impl Leases {
+    /// Spends a member of the reserve of `limit`'s lease, without I/O, if it holds one.
+    #[inline]
+    pub(super) fn spend(&self, limit: LimitRef<'_>) -> Option<Decision> {
+        let table = self.lock();
+        let lease = table.leases.get(&Borrowed(limit.key, limit.rate))?;
+        lock(&lease.state).spend(limit.rate, Instant::now())
+    }
+
+    /// Ends, with nothing to give back, this process's leases of the keys `forgotten` names:
+    /// a reset deleted their reserves from the store. (Other processes spend theirs until
+    /// their leases end.)
+    pub(crate) fn forget_where(&self, mut forgotten: impl FnMut(&str) -> bool) {
+        let table = self.lock();
+        for ((key, _), lease) in &table.leases {
+            if forgotten(key) {
+                lock(&lease.state).left = 0;
+            }
+        }
+    }
+
+    /// `limit`'s lease, made when it has none.
+    pub(super) fn lease(&self, limit: LimitRef<'_>) -> Arc<Lease> {
+        let mut table = self.lock();
+        if let Some(lease) = table.leases.get(&Borrowed(limit.key, limit.rate)) {
+            return Arc::clone(lease);
+        }
+        if table.leases.len() >= table.sweep_at.max(SWEEP_FROM) {
+            let now = Instant::now();
+            // Leases nobody waits on, with nothing to spend or give back: their size is all
+            // they keep.
+            table.leases.retain(|_, lease| {
+                Arc::strong_count(lease) > 1 || {
+                    let state = lock(&lease.state);
+                    state.left > 0 && now < state.ends
+                }
+            });
+            table.sweep_at = 2 * table.leases.len();
+        }
+        let lease = Arc::new(Lease {
+            state: Mutex::new(State::new()),
+            renewal: async_lock::Mutex::new(()),
+        });
+        table
+            .leases
+            .insert((limit.key.into(), limit.rate), Arc::clone(&lease));
+        lease
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        // A panic under this lock leaves the table whole: every change is one call.
+        self.table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic under this lock leaves the state whole: every change is made in one step.
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Lease {
+    /// Renewals completed so far.
+    pub(super) fn generation(&self) -> u64 {
+        lock(&self.state).generation
+    }
+
+    /// The unspent reserve of the lease if it ended, taken out of it (see
+    /// [`State::take_ended`]).
+    pub(super) fn take_ended(&self, rate: Rate) -> Option<GiveBack> {
+        lock(&self.state).take_ended(rate, Instant::now())
+    }
+
+    /// Until when the reserve may be spent.
+    pub(super) fn ends(&self) -> Instant {
+        lock(&self.state).ends
+    }
+
+    /// What a check that saw `seen` renewals before it waited does, now that it holds the
+    /// renewal's lock.
+    pub(super) fn after_wait(&self, rate: Rate, seen: u64) -> AfterWait {
+        let at = Instant::now();
+        let mut state = lock(&self.state);
+        if let Some(decision) = state.spend(rate, at) {
+            return AfterWait::Answered(decision);
+        }
+        match state.last {
+            // The renewal it waited for was denied: so is this call, while that denial's
+            // retry-after lasts.
+            Outcome::Denied(denial, when) if state.generation != seen => {
+                let waited = at.saturating_duration_since(when);
+                if let Some(retry_after) = denial.retry_after.and_then(|r| r.checked_sub(waited))
+                    && !retry_after.is_zero()
+                {
+                    return AfterWait::Answered(Decision {
+                        retry_after: Some(retry_after),
+                        reset_after: denial.reset_after.saturating_sub(waited),
+                        ..denial
+                    });
+                }
+            }
+            Outcome::Failed if state.generation != seen => return AfterWait::Direct,
+            _ => {}
+        }
+        let give_back = state.take_ended(rate, at);
+        if give_back.is_none() && state.generation > 0 && matches!(state.last, Outcome::Granted) {
+            // The last lease was spent before it ended (or was the call alone): a larger one.
+            state.size = state.size.saturating_mul(2).min(max_size(rate));
+        }
+        AfterWait::Renew {
+            wanted: state.size,
+            give_back,
+        }
+    }
+
+    /// Installs a renewal's outcome, sent at `sent`: its reserve, or its denial; `None`: it
+    /// failed, and nothing may be spent.
+    pub(super) fn install(&self, name: Admission, sent: Instant, grant: Option<&Grant>) {
+        let mut state = lock(&self.state);
+        state.generation += 1;
+        let Some(grant) = grant else {
+            state.last = Outcome::Failed;
+            return;
+        };
+        let at = Instant::now();
+        if !grant.decision.allowed {
+            state.last = Outcome::Denied(grant.decision, at);
+            return;
+        }
+        state.last = Outcome::Granted;
+        let threshold = grant.decision.limit;
+        state.name = name;
+        state.left = grant.reserved;
+        // The store's clock may run a little faster: a thousandth of the lease is kept back.
+        state.ends = sent + grant.lasts.saturating_sub(grant.lasts / 1_000);
+        state.now = grant.now;
+        state.count = threshold.saturating_sub(grant.decision.remaining);
+        state.empties = at + grant.decision.reset_after;
+    }
+}
+
+/// A lease's key in the table, borrowed, so that a check looks its lease up without copying
+/// its key.
+#[derive(Hash)]
+struct Borrowed<'a>(&'a str, Rate);
+
+impl hashbrown::Equivalent<(Box<str>, Rate)> for Borrowed<'_> {
+    fn equivalent(&self, key: &(Box<str>, Rate)) -> bool {
+        *key.0 == *self.0 && key.1 == self.1
+    }
+}

@@ -1,0 +1,147 @@
+//! The check of a leased rate ([`Rate::leased`](crate::Rate::leased)) on a remote store:
+//! its reserve spent without I/O, or its lease renewed (one check at a time; the others wait
+//! for it), then given back when it ends. `lease.rs` keeps the leases, and says why they stay
+//! exact.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::deny_cache::Ticket;
+use super::lease::{AfterWait, GiveBack, Lease, lasts};
+use super::shared::Shared;
+use crate::decision::Decision;
+use crate::error::{RateLimitError, StoreError};
+use crate::limit::LimitRef;
+use crate::runtime::{self, Runtime};
+use crate::telemetry::Timer;
+
+impl Shared {
+    /// Spends a member of `limit`'s lease without I/O, if one is left.
+    #[inline]
+    pub(super) fn spend_lease(&self, limit: LimitRef<'_>) -> Option<Decision> {
+        self.leases.spend(limit)
+    }
+
+    /// Checks `limit` (cost 1, leased, on the store's clock) through its lease: spends its
+    /// reserve, or renews it (one renewal at a time; the others wait for it), or answers by
+    /// the failure policy when the renewal fails. `ticket`: the deny cache's, which a
+    /// renewal's answer settles. Reported as [`Shared::next`]'s answers.
+    ///
+    /// # Errors
+    ///
+    /// As [`remote`](Shared::remote).
+    pub(super) async fn leased(
+        self: &Arc<Self>,
+        scope: Option<&str>,
+        limit: LimitRef<'_>,
+        ticket: Option<Ticket>,
+    ) -> Result<Decision, RateLimitError> {
+        let timer = Timer::start();
+        let lease = self.leases.lease(limit);
+        let seen = lease.generation();
+        let renewing = lease.renewal.lock().await;
+        let (wanted, give_back) = match lease.after_wait(limit.rate, seen) {
+            AfterWait::Answered(decision) => {
+                drop(renewing);
+                self.settle_denial(ticket, limit, None);
+                return self.answered(scope, limit.key, Ok(decision), timer);
+            }
+            AfterWait::Renew { wanted, give_back } => (wanted, give_back),
+            AfterWait::Direct => {
+                drop(renewing);
+                return self.direct(scope, limit, None, None, ticket).await;
+            }
+        };
+        let Some(runtime) = Runtime::current() else {
+            drop(renewing);
+            self.settle_denial(ticket, limit, None);
+            let error = StoreError::NoRuntime;
+            let result = self.answer_by_policy(scope, limit, None, error);
+            return self.answered(scope, limit.key, result, timer);
+        };
+        if let Some(give_back) = give_back {
+            self.give_back(&runtime, limit, give_back);
+        }
+        let outcome = self.renew(runtime, limit, &lease, wanted, ticket).await;
+        drop(renewing);
+        let result = match outcome {
+            Ok(decision) => Ok(decision),
+            Err(error) => self.answer_by_policy(scope, limit, None, error),
+        };
+        self.answered(scope, limit.key, result, timer)
+    }
+
+    /// Renews `lease` of `limit` for up to `wanted` admissions, the call at hand included, on
+    /// `runtime` (so that it installs its grant even if its caller stops waiting); returns the
+    /// call's decision. A grant with a reserve sets a timer that gives back what is left of it
+    /// when it ends.
+    async fn renew(
+        self: &Arc<Self>,
+        runtime: Runtime,
+        limit: LimitRef<'_>,
+        lease: &Arc<Lease>,
+        wanted: u32,
+        ticket: Option<Ticket>,
+    ) -> Result<Decision, StoreError> {
+        let shared = Arc::clone(self);
+        let lease = Arc::clone(lease);
+        let (key, rate) = (limit.key.to_owned(), limit.rate);
+        let part = self.store.part_of(limit);
+        let timers = runtime.clone();
+        let call = async move {
+            let limit = LimitRef {
+                key: &key,
+                rate,
+                cost: 1,
+            };
+            let name = shared.store.admission();
+            let sent = Instant::now();
+            let outcome = shared.store.lease(limit, &name, wanted, lasts(rate)).await;
+            lease.install(name, sent, outcome.as_ref().ok());
+            shared.settle_denial(ticket, limit, outcome.as_ref().ok().map(|g| &g.decision));
+            let grant = outcome?;
+            if grant.reserved > 0 {
+                let (shared, lease) = (Arc::clone(&shared), Arc::clone(&lease));
+                let ends = lease.ends();
+                timers.spawn(async move {
+                    runtime::sleep(ends.saturating_duration_since(Instant::now())).await;
+                    let give_back = lease.take_ended(rate);
+                    if let (Some(give_back), Some(runtime)) = (give_back, Runtime::current()) {
+                        let limit = LimitRef {
+                            key: &key,
+                            rate,
+                            cost: 1,
+                        };
+                        shared.give_back(&runtime, limit, give_back);
+                    }
+                });
+            }
+            Ok(grant.decision)
+        };
+        self.handed_off(runtime, call, part, None, None).await
+    }
+
+    /// Gives back, in the background, the unspent reserve of an ended lease of `limit`: its
+    /// members `1..=left`, the store's refund of an admission of that cost (never resent for
+    /// a counter). A give-back that fails leaves the reserve to leave the window with its
+    /// lease: fewer admissions, never more.
+    fn give_back(self: &Arc<Self>, runtime: &Runtime, limit: LimitRef<'_>, give_back: GiveBack) {
+        let shared = Arc::clone(self);
+        let (key, rate) = (limit.key.to_owned(), limit.rate);
+        runtime.spawn(async move {
+            let limits = [LimitRef {
+                key: &key,
+                rate,
+                cost: give_back.left,
+            }];
+            if shared
+                .store
+                .refund(&limits, &give_back.name, give_back.now)
+                .await
+                .is_ok()
+            {
+                shared.forget_denials([key.as_str()]);
+            }
+        });
+    }
+}

@@ -1,0 +1,259 @@
+//! Quota leases (`Rate::leased`) on a real `redis-server`: several limiters (application
+//! servers) spending leases of one hot key never admit more than its threshold in a window,
+//! give back exactly what they did not spend, run a script per many admissions, and never
+//! lease a small threshold away.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
+use ratelimit_runtime::{Algorithm, FailurePolicy, Limiter, Rate, RateLimitError, rate_limit};
+use redis::AsyncCommands as _;
+use tests::{STATE_DEADLINE, TestRedis, scripts_run, unique_prefix, wait_for};
+
+fn limiter(redis: &TestRedis, prefix: &str) -> Limiter {
+    Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(prefix)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("build a Redis limiter")
+}
+
+/// An hour: every test's run lies within one window (and one fixed window of a counter: see
+/// [`within_one_fixed_window`]).
+const HOUR: Duration = Duration::from_secs(3_600);
+
+/// Waits, if need be, until the server's clock is at least a minute before the end of its
+/// fixed hour, so that a counter's run of a few seconds stays in one fixed window.
+async fn within_one_fixed_window(redis: &TestRedis) {
+    let mut connection = redis.connection().await;
+    wait_for(
+        "a minute or more before the hour",
+        Duration::from_secs(70),
+        async || {
+            let (seconds, _): (u64, u64) = redis::cmd("TIME")
+                .query_async(&mut connection)
+                .await
+                .expect("TIME");
+            (seconds % 3_600 < 3_540).then_some(())
+        },
+    )
+    .await;
+}
+
+/// 4 limiters × 25 tasks, `calls` leased checks each, against a threshold of 2,000 per hour:
+/// at most 2,000 admitted, every call while the demand stays below (what other limiters hold
+/// in their leases is at most 4 × 2,000 / 16); once the leases ended and gave back, the store
+/// counts exactly the admissions, and a limiter without leases admits exactly what is left.
+async fn many_limiters_never_pass_the_threshold(algorithm: Algorithm, calls: u64) {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("leases");
+    if algorithm == Algorithm::SlidingWindowCounter {
+        within_one_fixed_window(&redis).await;
+    }
+    let plain = Rate::new(2_000, HOUR).unwrap().with_algorithm(algorithm);
+    let leased = plain.leased();
+    let limiters: Vec<Limiter> = (0..4).map(|_| limiter(&redis, &prefix)).collect();
+    let barrier = Arc::new(tokio::sync::Barrier::new(100));
+    let mut tasks = Vec::new();
+    for task in 0..100 {
+        let limiter = limiters[task % 4].clone();
+        let barrier = Arc::clone(&barrier);
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let mut admitted = 0_u64;
+            for _ in 0..calls {
+                let decision = limiter.check("hot", leased).await.expect("a check");
+                assert!(!decision.answered_by_policy());
+                if decision.allowed {
+                    admitted += 1;
+                    assert!(decision.remaining < 2_000);
+                } else {
+                    assert!(decision.retry_after.is_some_and(|r| r > Duration::ZERO));
+                }
+            }
+            admitted
+        }));
+    }
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += task.await.expect("a task");
+    }
+    assert!(
+        admitted <= 2_000,
+        "{admitted} admitted against a threshold of 2,000 ({algorithm})"
+    );
+    if calls * 100 <= 1_500 {
+        assert_eq!(admitted, calls * 100, "{algorithm}");
+    } else {
+        assert!(admitted >= 1_000, "only {admitted} admitted ({algorithm})");
+    }
+    // Leases end within a second; what they did not spend comes back.
+    let observer = limiter(&redis, &prefix);
+    wait_for("the leases given back", STATE_DEADLINE, async || {
+        let remaining = observer.peek("hot", plain).await.expect("a look").remaining;
+        (remaining == 2_000 - admitted).then_some(())
+    })
+    .await;
+    let mut more = 0;
+    for _ in 0..2_100 - admitted {
+        more += u64::from(observer.check("hot", plain).await.unwrap().allowed);
+    }
+    assert_eq!(more, 2_000 - admitted, "{algorithm}");
+    redis.clean_up(&prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_leased_by_four_limiters_admits_at_most_its_threshold() {
+    many_limiters_never_pass_the_threshold(Algorithm::SlidingWindowLog, 100).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_leased_by_four_limiters_admits_at_most_its_threshold() {
+    many_limiters_never_pass_the_threshold(Algorithm::SlidingWindowCounter, 100).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_leased_below_its_threshold_admits_every_call_and_gives_back_the_rest() {
+    many_limiters_never_pass_the_threshold(Algorithm::SlidingWindowLog, 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_leased_below_its_threshold_admits_every_call_and_gives_back_the_rest() {
+    many_limiters_never_pass_the_threshold(Algorithm::SlidingWindowCounter, 10).await;
+}
+
+/// One caller's 5,000 checks of a hot key: leases grow from one admission, so the store runs
+/// a script for far fewer than a twentieth of them, and every check is admitted.
+#[tokio::test]
+async fn a_hot_key_costs_a_script_per_many_admissions() {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-scripts");
+    let limiter = limiter(&redis, &prefix);
+    for algorithm in [Algorithm::SlidingWindowLog, Algorithm::SlidingWindowCounter] {
+        let rate = Rate::new(1_000_000, HOUR)
+            .unwrap()
+            .with_algorithm(algorithm)
+            .leased();
+        let before = scripts_run(&redis).await;
+        for _ in 0..5_000 {
+            assert!(limiter.check(algorithm.name(), rate).await.unwrap().allowed);
+        }
+        let scripts = scripts_run(&redis).await - before;
+        assert!(
+            scripts <= 5_000 / 20,
+            "{scripts} scripts for 5,000 leased admissions ({algorithm})"
+        );
+    }
+    redis.clean_up(&prefix).await;
+}
+
+/// A threshold below 32 is never leased: a lease holds at most a sixteenth of it, so each
+/// check is a plain one, and one limiter's check leaves the rest to the others.
+#[tokio::test]
+async fn a_small_threshold_is_never_leased_away() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("lease-small");
+    let rate = Rate::new(5, HOUR).unwrap().leased();
+    let first = limiter(&redis, &prefix);
+    let second = limiter(&redis, &prefix);
+    for _ in 0..3 {
+        assert!(first.check("small", rate).await.unwrap().allowed);
+    }
+    let mut connection = redis.connection().await;
+    let recorded: u64 = connection.zcard(format!("{prefix}small")).await.unwrap();
+    assert_eq!(
+        recorded, 3,
+        "the calls alone are recorded: nothing reserved"
+    );
+    assert!(second.check("small", rate).await.unwrap().allowed);
+    assert!(second.check("small", rate).await.unwrap().allowed);
+    let denied = second.check("small", rate).await.unwrap();
+    assert!(!denied.allowed);
+    assert!(!first.check("small", rate).await.unwrap().allowed);
+    redis.clean_up(&prefix).await;
+}
+
+/// The server stops while a limiter holds a lease: it spends at most the reserve it held,
+/// each spend the store's admission, then its failure policy answers (`Closed`: an error).
+#[tokio::test]
+async fn an_outage_spends_at_most_the_reserve_then_the_policy_answers() {
+    let mut redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-outage");
+    let rate = Rate::new(100_000, HOUR).unwrap().leased();
+    let limiter = limiter(&redis, &prefix);
+    for _ in 0..200 {
+        assert!(limiter.check("hot", rate).await.unwrap().allowed);
+    }
+    let mut connection = redis.connection().await;
+    let recorded: u64 = connection.zcard(format!("{prefix}hot")).await.unwrap();
+    let reserve = recorded - 200;
+    redis.stop();
+    let mut spent = 0;
+    loop {
+        match limiter.check("hot", rate).await {
+            Ok(decision) => {
+                assert!(decision.allowed && !decision.answered_by_policy());
+                spent += 1;
+                assert!(spent <= reserve, "{spent} spent of a reserve of {reserve}");
+            }
+            Err(RateLimitError::Unavailable(_)) => break,
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// A tenant's calls, limited by the attribute with `lease = true`.
+struct Tenant {
+    limiter: Limiter,
+}
+
+impl Tenant {
+    #[rate_limit(period = "1h", threshold = 100_000, lease = true, limiter = &self.limiter)]
+    async fn call(&self) -> Result<(), RateLimitError> {
+        Ok(())
+    }
+}
+
+/// The attribute's `lease = true` and the axum layer's leased rate check through leases: a
+/// script per many admissions.
+#[tokio::test]
+async fn the_attribute_and_the_layer_lease_too() {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-attribute");
+    let tenant = Tenant {
+        limiter: limiter(&redis, &prefix),
+    };
+    let before = scripts_run(&redis).await;
+    for _ in 0..2_000 {
+        tenant.call().await.expect("admitted");
+    }
+    let scripts = scripts_run(&redis).await - before;
+    assert!(scripts <= 2_000 / 20, "{scripts} scripts for 2,000 calls");
+
+    let rate = Rate::new(100_000, HOUR).unwrap().leased();
+    let app = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(limiter(&redis, &prefix), rate, HeaderKey::new("x-api-key"))
+            .scope("api"),
+    );
+    let base = crate::support::http::serve(app).await;
+    let http = crate::support::http::client();
+    let before = scripts_run(&redis).await;
+    for _ in 0..400 {
+        let response = http
+            .get(&base)
+            .header("x-api-key", "tenant-1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let scripts = scripts_run(&redis).await - before;
+    assert!(scripts <= 400 / 20, "{scripts} scripts for 400 requests");
+    redis.clean_up(&prefix).await;
+}
