@@ -237,6 +237,8 @@ impl LimiterBuilder {
     /// [`Limiter::deny_cache_answers`](crate::Limiter::deny_cache_answers) and, with the
     /// `metrics` feature, in `ratelimit_deny_cache_answered_total` (and as a denial). The cache
     /// holds at most [`deny_cache_capacity`](LimiterBuilder::deny_cache_capacity) entries.
+    /// A [leased](crate::Rate::leased) rate keeps its lease's last denial the same way, with
+    /// the lease (counted among the cache's answers).
     #[must_use]
     pub fn deny_cache(mut self, enabled: bool) -> Self {
         self.deny_cache = enabled;

@@ -133,11 +133,13 @@ impl Limiter {
 
     /// How many checks the deny cache answered since this limiter was built (clones share the
     /// count): denials of keys whose window the store said was full, answered without a
-    /// round trip (see [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache)).
+    /// round trip (see [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache)),
+    /// the denials of [leased](crate::Rate::leased) rates' renewals included.
     /// Always 0 for an in-process limiter, which has no cache (its store is in process).
     #[must_use]
     pub fn deny_cache_answers(&self) -> u64 {
         self.shared.deny_cache.as_ref().map_or(0, DenyCache::hits)
+            + self.shared.leases.denials_answered()
     }
 
     /// `true` from a failure of the store until it answers again (with a cluster: an answer

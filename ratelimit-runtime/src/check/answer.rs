@@ -94,7 +94,7 @@ impl Shared {
         // while its breaker is open: the lease was recorded exactly).
         if limit.rate.is_leased()
             && at.is_none()
-            && let Some(decision) = self.spend_lease(limit)
+            && let Some(decision) = self.spend_lease(scope, limit)
         {
             return Next::Answered(self.answered(scope, limit.key, Ok(decision), timer));
         }

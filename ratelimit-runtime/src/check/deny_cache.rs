@@ -160,6 +160,11 @@ impl DenyCache {
         }
     }
 
+    /// How long an entry answers before it is refreshed.
+    pub(crate) fn ttl(&self) -> Duration {
+        Duration::from_micros(self.ttl_us)
+    }
+
     /// The cache's clock when the limiter has no manual one: µs since the cache was made, on
     /// the monotonic clock.
     pub(crate) fn now(&self) -> u64 {

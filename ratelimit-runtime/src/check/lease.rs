@@ -9,9 +9,9 @@
 //! - a reserve is spent only before the lease's end as the store set it: `lasts` from the
 //!   store's now, counted here from before the script was sent (the store ran it later), less
 //!   a thousandth for the clocks' drift;
-//! - each reserved member is spent once (`left` counts down under the lease's lock: members
+//! - each reserved member is spent once (`left` counts down under the table's lock: members
 //!   `left`, `left − 1`, … 1), and what is given back is exactly the unspent ones, members
-//!   `1..=left`, taken out of the lease under the same lock, once: the store's exact refund
+//!   `1..=left`, taken out of the lease under that lock, once: the store's exact refund
 //!   of an admission of that cost;
 //! - a lease whose outcome is unknown (a timeout, a lost reply) is never spent: its
 //!   recording, if any, leaves the window with it;
@@ -28,10 +28,14 @@
 //! its reserve, or share its denial (its retry-after counted down), or renew in turn.
 
 use std::hash::RandomState;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hashbrown::HashMap;
+// The time-stamp counter (a few nanoseconds), as the in-process store's clock: a leased check
+// reads it once.
+use quanta::Instant;
 
 use crate::decision::Decision;
 use crate::limit::{Grant, Limit, LimitRef};
@@ -55,22 +59,43 @@ pub(super) fn lasts(rate: Rate) -> Duration {
 }
 
 /// A process's leases, one per key and rate.
-#[derive(Default)]
 pub(crate) struct Leases {
     table: Mutex<Table>,
+    /// With the deny cache on, its time to live: a lease's last denial answers the checks
+    /// that find it spent, while it lasts (at most that long), as the deny cache would.
+    deny_ttl: Option<Duration>,
+    /// The checks those denials answered (counted among the deny cache's answers).
+    denials_answered: AtomicU64,
 }
 
+/// What a look at a lease found, without I/O.
+pub(super) enum Spent {
+    /// A member of the reserve, spent.
+    Admitted(Decision),
+    /// The lease's last denial, counted down, which still holds (see [`Leases::new`]).
+    Denied(Decision),
+    /// Nothing to spend: the check goes on to the store.
+    Nothing,
+}
+
+/// The leases, their state under the table's one lock (a leased check takes one lock).
 #[derive(Default)]
 struct Table {
     /// Keyed by std's `RandomState` (SipHash with a random key): keys are the callers'.
-    leases: HashMap<(Box<str>, Rate), Arc<Lease>, RandomState>,
+    leases: HashMap<(Box<str>, Rate), Entry, RandomState>,
     /// The table's size that triggers the next sweep.
     sweep_at: usize,
 }
 
 /// One key's lease under one rate.
+struct Entry {
+    state: State,
+    /// Held by whoever is renewing it or waiting to: a sweep keeps the entry while it is.
+    lease: Arc<Lease>,
+}
+
+/// What the checks that renew a lease share.
 pub(super) struct Lease {
-    state: Mutex<State>,
     /// Held by the check that renews the lease; the others wait on it.
     pub(super) renewal: async_lock::Mutex<()>,
 }
@@ -95,6 +120,9 @@ struct State {
     last: Outcome,
     /// What the next lease asks for (the call at hand included).
     size: u32,
+    /// Until when the last denial answers the checks that find nothing to spend (with the
+    /// deny cache on): the denial, and when it came.
+    denied: Option<(Decision, Instant, Instant)>,
 }
 
 /// How a renewal went.
@@ -141,6 +169,7 @@ impl State {
             generation: 0,
             last: Outcome::Granted,
             size: 1,
+            denied: None,
         }
     }
 
@@ -177,22 +206,64 @@ impl State {
 }
 
 impl Leases {
-    /// Spends a member of the reserve of `limit`'s lease, without I/O, if it holds one.
+    /// No leases yet; `deny_ttl`: the deny cache's time to live, when it is on.
+    pub(crate) fn new(deny_ttl: Option<Duration>) -> Leases {
+        Leases {
+            table: Mutex::default(),
+            deny_ttl,
+            denials_answered: AtomicU64::new(0),
+        }
+    }
+
+    /// The checks a lease's last denial answered.
+    pub(crate) fn denials_answered(&self) -> u64 {
+        self.denials_answered.load(Ordering::Relaxed)
+    }
+
+    /// Spends a member of the reserve of `limit`'s lease, without I/O, if it holds one; or,
+    /// with the deny cache on, answers with the lease's last denial while it holds.
     #[inline]
-    pub(super) fn spend(&self, limit: LimitRef<'_>) -> Option<Decision> {
-        let table = self.lock();
-        let lease = table.leases.get(&Borrowed(limit.key, limit.rate))?;
-        lock(&lease.state).spend(limit.rate, Instant::now())
+    pub(super) fn spend(&self, limit: LimitRef<'_>) -> Spent {
+        let mut table = self.lock();
+        let Some(Entry { state, .. }) = table.leases.get_mut(&Borrowed(limit.key, limit.rate))
+        else {
+            return Spent::Nothing;
+        };
+        let at = Instant::now();
+        if let Some(decision) = state.spend(limit.rate, at) {
+            return Spent::Admitted(decision);
+        }
+        match state.denied {
+            Some((denial, when, until)) if at < until => {
+                self.denials_answered.fetch_add(1, Ordering::Relaxed);
+                Spent::Denied(counted_down(denial, when, at))
+            }
+            Some(_) => {
+                state.denied = None;
+                Spent::Nothing
+            }
+            None => Spent::Nothing,
+        }
+    }
+
+    /// Drops the remembered denials of `key`'s leases (a refund or a reset freed its window).
+    pub(crate) fn forget_denials(&self, key: &str) {
+        let mut table = self.lock();
+        for ((leased, _), entry) in &mut table.leases {
+            if **leased == *key {
+                entry.state.denied = None;
+            }
+        }
     }
 
     /// Ends, with nothing to give back, this process's leases of the keys `forgotten` names:
     /// a reset deleted their reserves from the store. (Other processes spend theirs until
     /// their leases end.)
     pub(crate) fn forget_where(&self, mut forgotten: impl FnMut(&str) -> bool) {
-        let table = self.lock();
-        for ((key, _), lease) in &table.leases {
+        let mut table = self.lock();
+        for ((key, _), entry) in &mut table.leases {
             if forgotten(key) {
-                lock(&lease.state).left = 0;
+                entry.state.left = 0;
             }
         }
     }
@@ -200,29 +271,46 @@ impl Leases {
     /// `limit`'s lease, made when it has none.
     pub(super) fn lease(&self, limit: LimitRef<'_>) -> Arc<Lease> {
         let mut table = self.lock();
-        if let Some(lease) = table.leases.get(&Borrowed(limit.key, limit.rate)) {
-            return Arc::clone(lease);
+        if let Some(entry) = table.leases.get(&Borrowed(limit.key, limit.rate)) {
+            return Arc::clone(&entry.lease);
         }
         if table.leases.len() >= table.sweep_at.max(SWEEP_FROM) {
             let now = Instant::now();
-            // Leases nobody waits on, with nothing to spend or give back: their size is all
-            // they keep.
-            table.leases.retain(|_, lease| {
-                Arc::strong_count(lease) > 1 || {
-                    let state = lock(&lease.state);
-                    state.left > 0 && now < state.ends
-                }
+            // Leases nobody renews or waits on, with nothing to spend or give back: their
+            // size is all they keep.
+            table.leases.retain(|_, entry| {
+                Arc::strong_count(&entry.lease) > 1
+                    || (entry.state.left > 0 && now < entry.state.ends)
             });
             table.sweep_at = 2 * table.leases.len();
         }
         let lease = Arc::new(Lease {
-            state: Mutex::new(State::new()),
+            renewal: async_lock::Mutex::new(()),
+        });
+        let entry = Entry {
+            state: State::new(),
+            lease: Arc::clone(&lease),
+        };
+        table.leases.insert((limit.key.into(), limit.rate), entry);
+        lease
+    }
+
+    /// Runs `f` on `limit`'s lease state (made afresh if a sweep took it: it does not while
+    /// a check holds its [`Lease`]).
+    fn with<T>(&self, limit: LimitRef<'_>, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut table = self.lock();
+        if let Some(entry) = table.leases.get_mut(&Borrowed(limit.key, limit.rate)) {
+            return f(&mut entry.state);
+        }
+        let mut state = State::new();
+        let answer = f(&mut state);
+        let lease = Arc::new(Lease {
             renewal: async_lock::Mutex::new(()),
         });
         table
             .leases
-            .insert((limit.key.into(), limit.rate), Arc::clone(&lease));
-        lease
+            .insert((limit.key.into(), limit.rate), Entry { state, lease });
+        answer
     }
 
     fn lock(&self) -> MutexGuard<'_, Table> {
@@ -233,35 +321,60 @@ impl Leases {
     }
 }
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A panic under this lock leaves the state whole: every change is made in one step.
-    state
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// `denial`, given at `when`, as it stands at `at`: its waits counted down.
+fn counted_down(denial: Decision, when: Instant, at: Instant) -> Decision {
+    let waited = at.saturating_duration_since(when);
+    Decision {
+        retry_after: denial.retry_after.map(|r| r.saturating_sub(waited)),
+        reset_after: denial.reset_after.saturating_sub(waited),
+        ..denial
+    }
 }
 
-impl Lease {
-    /// Renewals completed so far.
-    pub(super) fn generation(&self) -> u64 {
-        lock(&self.state).generation
+impl Leases {
+    /// Renewals of `limit`'s lease completed so far.
+    pub(super) fn generation(&self, limit: LimitRef<'_>) -> u64 {
+        self.with(limit, |state| state.generation)
     }
 
-    /// The unspent reserve of the lease if it ended, taken out of it (see
+    /// The unspent reserve of `limit`'s lease if it ended, taken out of it (see
     /// [`State::take_ended`]).
-    pub(super) fn take_ended(&self, rate: Rate) -> Option<GiveBack> {
-        lock(&self.state).take_ended(rate, Instant::now())
+    pub(super) fn take_ended(&self, limit: LimitRef<'_>) -> Option<GiveBack> {
+        self.with(limit, |state| state.take_ended(limit.rate, Instant::now()))
     }
 
-    /// Until when the reserve may be spent.
-    pub(super) fn ends(&self) -> Instant {
-        lock(&self.state).ends
+    /// How long `limit`'s reserve may still be spent for.
+    pub(super) fn ends_in(&self, limit: LimitRef<'_>) -> Duration {
+        self.with(limit, |state| {
+            state.ends.saturating_duration_since(Instant::now())
+        })
     }
 
+    /// What a check of `limit` that saw `seen` renewals before it waited does, now that it
+    /// holds the renewal's lock.
+    pub(super) fn after_wait(&self, limit: LimitRef<'_>, seen: u64) -> AfterWait {
+        self.with(limit, |state| state.after_wait(limit.rate, seen))
+    }
+
+    /// Installs a renewal's outcome for `limit`'s lease (see [`State::install`]).
+    pub(super) fn install(
+        &self,
+        limit: LimitRef<'_>,
+        name: Admission,
+        sent: Instant,
+        grant: Option<&Grant>,
+    ) {
+        let deny_ttl = self.deny_ttl;
+        self.with(limit, |state| state.install(name, sent, grant, deny_ttl));
+    }
+}
+
+impl State {
     /// What a check that saw `seen` renewals before it waited does, now that it holds the
     /// renewal's lock.
-    pub(super) fn after_wait(&self, rate: Rate, seen: u64) -> AfterWait {
+    fn after_wait(&mut self, rate: Rate, seen: u64) -> AfterWait {
         let at = Instant::now();
-        let mut state = lock(&self.state);
+        let state = self;
         if let Some(decision) = state.spend(rate, at) {
             return AfterWait::Answered(decision);
         }
@@ -269,15 +382,9 @@ impl Lease {
             // The renewal it waited for was denied: so is this call, while that denial's
             // retry-after lasts.
             Outcome::Denied(denial, when) if state.generation != seen => {
-                let waited = at.saturating_duration_since(when);
-                if let Some(retry_after) = denial.retry_after.and_then(|r| r.checked_sub(waited))
-                    && !retry_after.is_zero()
-                {
-                    return AfterWait::Answered(Decision {
-                        retry_after: Some(retry_after),
-                        reset_after: denial.reset_after.saturating_sub(waited),
-                        ..denial
-                    });
+                let denial = counted_down(denial, when, at);
+                if denial.retry_after.is_some_and(|r| !r.is_zero()) {
+                    return AfterWait::Answered(denial);
                 }
             }
             Outcome::Failed if state.generation != seen => return AfterWait::Direct,
@@ -296,8 +403,15 @@ impl Lease {
 
     /// Installs a renewal's outcome, sent at `sent`: its reserve, or its denial; `None`: it
     /// failed, and nothing may be spent.
-    pub(super) fn install(&self, name: Admission, sent: Instant, grant: Option<&Grant>) {
-        let mut state = lock(&self.state);
+    fn install(
+        &mut self,
+        name: Admission,
+        sent: Instant,
+        grant: Option<&Grant>,
+        deny_ttl: Option<Duration>,
+    ) {
+        let state = self;
+        state.denied = None;
         state.generation += 1;
         let Some(grant) = grant else {
             state.last = Outcome::Failed;
@@ -306,6 +420,9 @@ impl Lease {
         let at = Instant::now();
         if !grant.decision.allowed {
             state.last = Outcome::Denied(grant.decision, at);
+            if let (Some(ttl), Some(retry_after)) = (deny_ttl, grant.decision.retry_after) {
+                state.denied = Some((grant.decision, at, at + retry_after.min(ttl)));
+            }
             return;
         }
         state.last = Outcome::Granted;

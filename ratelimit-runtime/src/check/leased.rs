@@ -4,22 +4,30 @@
 //! exact.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::deny_cache::Ticket;
-use super::lease::{AfterWait, GiveBack, Lease, lasts};
+use super::lease::{AfterWait, GiveBack, Lease, Spent, lasts};
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
 use crate::limit::LimitRef;
 use crate::runtime::{self, Runtime};
-use crate::telemetry::Timer;
+use crate::telemetry::{self, Timer};
 
 impl Shared {
-    /// Spends a member of `limit`'s lease without I/O, if one is left.
+    /// Spends a member of `limit`'s lease without I/O, if one is left; or, with the deny
+    /// cache on, answers with the lease's last denial while it holds (counted among the deny
+    /// cache's answers).
     #[inline]
-    pub(super) fn spend_lease(&self, limit: LimitRef<'_>) -> Option<Decision> {
-        self.leases.spend(limit)
+    pub(super) fn spend_lease(&self, scope: Option<&str>, limit: LimitRef<'_>) -> Option<Decision> {
+        match self.leases.spend(limit) {
+            Spent::Admitted(decision) => Some(decision),
+            Spent::Denied(decision) => {
+                telemetry::deny_cache_answered(scope);
+                Some(decision)
+            }
+            Spent::Nothing => None,
+        }
     }
 
     /// Checks `limit` (cost 1, leased, on the store's clock) through its lease: spends its
@@ -38,9 +46,9 @@ impl Shared {
     ) -> Result<Decision, RateLimitError> {
         let timer = Timer::start();
         let lease = self.leases.lease(limit);
-        let seen = lease.generation();
+        let seen = self.leases.generation(limit);
         let renewing = lease.renewal.lock().await;
-        let (wanted, give_back) = match lease.after_wait(limit.rate, seen) {
+        let (wanted, give_back) = match self.leases.after_wait(limit, seen) {
             AfterWait::Answered(decision) => {
                 drop(renewing);
                 self.settle_denial(ticket, limit, None);
@@ -95,25 +103,29 @@ impl Shared {
                 cost: 1,
             };
             let name = shared.store.admission();
-            let sent = Instant::now();
+            let sent = quanta::Instant::now();
             let outcome = shared.store.lease(limit, &name, wanted, lasts(rate)).await;
-            lease.install(name, sent, outcome.as_ref().ok());
+            shared
+                .leases
+                .install(limit, name, sent, outcome.as_ref().ok());
             shared.settle_denial(ticket, limit, outcome.as_ref().ok().map(|g| &g.decision));
             let grant = outcome?;
             if grant.reserved > 0 {
+                // The timer holds the lease, so that no sweep takes its entry before it ends.
                 let (shared, lease) = (Arc::clone(&shared), Arc::clone(&lease));
-                let ends = lease.ends();
+                let ends_in = shared.leases.ends_in(limit);
                 timers.spawn(async move {
-                    runtime::sleep(ends.saturating_duration_since(Instant::now())).await;
-                    let give_back = lease.take_ended(rate);
+                    runtime::sleep(ends_in).await;
+                    let limit = LimitRef {
+                        key: &key,
+                        rate,
+                        cost: 1,
+                    };
+                    let give_back = shared.leases.take_ended(limit);
                     if let (Some(give_back), Some(runtime)) = (give_back, Runtime::current()) {
-                        let limit = LimitRef {
-                            key: &key,
-                            rate,
-                            cost: 1,
-                        };
                         shared.give_back(&runtime, limit, give_back);
                     }
+                    drop(lease);
                 });
             }
             Ok(grant.decision)

@@ -48,6 +48,7 @@ impl Shared {
         shadow: bool,
         deny_cache: Option<DenyCache>,
     ) -> Shared {
+        let leases = Leases::new(deny_cache.as_ref().map(DenyCache::ttl));
         Shared {
             health: Health::new(store.parts()),
             store,
@@ -58,7 +59,7 @@ impl Shared {
             clock,
             shadow,
             deny_cache,
-            leases: Leases::default(),
+            leases,
         }
     }
 
@@ -87,7 +88,10 @@ impl Shared {
     /// refund).
     pub(crate) fn forget_denials<'k>(&self, keys: impl IntoIterator<Item = &'k str>) {
         if let Some(cache) = &self.deny_cache {
-            keys.into_iter().for_each(|key| cache.forget(key));
+            keys.into_iter().for_each(|key| {
+                cache.forget(key);
+                self.leases.forget_denials(key);
+            });
         }
     }
 }

@@ -257,3 +257,45 @@ async fn the_attribute_and_the_layer_lease_too() {
     assert!(scripts <= 400 / 20, "{scripts} scripts for 400 requests");
     redis.clean_up(&prefix).await;
 }
+
+/// Once a lease is denied, its denial answers the checks that find nothing to spend while it
+/// holds (as the deny cache would, and only with it on); without the cache, each goes to the
+/// store.
+#[tokio::test]
+async fn a_leased_denial_is_answered_in_process_with_the_deny_cache_on() {
+    let redis = TestRedis::start_private();
+    let rate = Rate::new(40, HOUR).unwrap().leased();
+    for deny_cache in [true, false] {
+        let prefix = unique_prefix("lease-denied");
+        let limiter = Limiter::builder()
+            .redis_url(redis.url())
+            .key_prefix(&prefix)
+            .timeout(Duration::from_secs(5))
+            .deny_cache(deny_cache)
+            .build()
+            .unwrap();
+        let mut admitted = 0;
+        while limiter.check("full", rate).await.unwrap().allowed {
+            admitted += 1;
+        }
+        assert_eq!(admitted, 40);
+        let before = scripts_run(&redis).await;
+        for _ in 0..100 {
+            let denied = limiter.check("full", rate).await.unwrap();
+            assert!(!denied.allowed);
+            assert!(
+                denied
+                    .retry_after
+                    .is_some_and(|r| r > Duration::from_secs(3_000))
+            );
+        }
+        let scripts = scripts_run(&redis).await - before;
+        if deny_cache {
+            assert_eq!(scripts, 0, "denials answered in process");
+            assert!(limiter.deny_cache_answers() >= 100);
+        } else {
+            assert_eq!(scripts, 100, "each denial asked of the store");
+        }
+        redis.clean_up(&prefix).await;
+    }
+}
