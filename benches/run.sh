@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
 # The whole comparison of BENCHMARKS.md, in one run: the machine, the Redis store against
 # redis-benchmark (the physical limit) and the seeds' script, the in-process store against
-# governor with allocations per check and the attribute's overhead (criterion), scaling, and
-# the sliding window counter's accuracy against the log.
+# governor with allocations per check and the attribute's overhead (criterion, then in
+# alternating rounds), scaling, the sliding window counter's accuracy against the log, a flood
+# with the deny cache, quota leases on one hot key, and instructions per in-process check
+# (callgrind, when valgrind is installed); then the summary table.
 #
 #   bash benches/run.sh                  # everything, a private redis-server per binary
 #   BENCH_REDIS_URL=redis://127.0.0.1:6379/ bash benches/run.sh   # against your server
 #
 # JSON lines go to stdout and to $BENCH_OUT (default $CARGO_TARGET_DIR or target, then
-# bench-results/*.jsonl); progress,
-# criterion's report and the tables go to stderr. Settings: see BENCHMARKS.md (BENCH_*).
+# bench-results/*.jsonl, with machine.txt); progress, criterion's report and the tables go to
+# stderr, the summary table last (`python3 benches/summary.py --write` puts it into
+# BENCHMARKS.md). Settings: see BENCHMARKS.md (BENCH_*; ROUNDS for the alternating rounds, 7).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${BENCH_OUT:-${CARGO_TARGET_DIR:-target}/bench-results}
 mkdir -p "$out"
+rm -f "$out"/*.jsonl
 
 {
-  echo "== machine"
-  echo "nproc: $(nproc)"
-  grep -m1 'model name' /proc/cpuinfo || true
-  redis-server --version || true
+  echo "$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs || echo unknown CPU))"
+  echo "$(redis-server --version | cut -d' ' -f1-3 || echo 'no redis-server')"
   rustc --version
-  uptime
-} >&2
+  echo "$(date -u +%Y-%m-%d), load average at the start $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$out/machine.txt"
+{ echo "== machine"; cat "$out/machine.txt"; } >&2
 
 cargo build --release -p benches --bins >&2
 cargo bench -p benches --bench memory --no-run >&2
@@ -35,6 +38,9 @@ echo "== 2-3. in-process store vs governor, allocations, attribute overhead (loa
 cargo bench -p benches --bench memory -- ${CRITERION_ARGS:-} 2>&1 \
   | python3 benches/criterion_ratios.py | tee "$out/memory.jsonl"
 
+echo "== 2-3 again: each pair in ${ROUNDS:-7} alternating rounds, their median (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+ROUNDS=${ROUNDS:-7} bash benches/alternate.sh | tee "$out/alternate.jsonl"
+
 echo "== 4. scaling (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 "${CARGO_TARGET_DIR:-target}/release/scaling" | tee "$out/scaling.jsonl"
 
@@ -43,3 +49,23 @@ echo "== 5. the sliding window counter's accuracy against the log (load: $(cut -
 
 echo "== 6. a flood of denied calls, with and without the deny cache (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 "${CARGO_TARGET_DIR:-target}/release/flood" | tee "$out/flood.jsonl"
+
+echo "== 7. quota leases: one hot key against redis-benchmark -c 50 -P 16, and 100 per minute (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+"${CARGO_TARGET_DIR:-target}/release/lease" | tee "$out/lease.jsonl"
+
+if command -v valgrind >/dev/null; then
+  echo "== 8. instructions per in-process check (callgrind: 300,000 checks less 100,000)" >&2
+  for mode in deny admit attribute counter-deny counter-admit; do
+    count() {
+      valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        "${CARGO_TARGET_DIR:-target}/release/icount" "$mode" "$1" 2>&1 \
+        | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+    }
+    low=$(count 100000); high=$(count 300000)
+    python3 -c "import json,sys; print(json.dumps({'name': 'instructions', 'mode': sys.argv[1], 'per_check': round((int(sys.argv[3]) - int(sys.argv[2])) / 200000, 1)}))" \
+      "$mode" "$low" "$high" | tee -a "$out/icount.jsonl"
+  done
+fi
+
+echo "== summary (BENCHMARKS.md's table: python3 benches/summary.py --write)" >&2
+python3 benches/summary.py "$out" >&2

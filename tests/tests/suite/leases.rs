@@ -299,3 +299,34 @@ async fn a_leased_denial_is_answered_in_process_with_the_deny_cache_on() {
         redis.clean_up(&prefix).await;
     }
 }
+
+/// A process killed while its lease holds a reserve: what it did not spend stays recorded
+/// until its lease leaves the window (admissions lost, never added), so every other process
+/// together admits at most the threshold less what it spent and held.
+#[tokio::test]
+async fn a_killed_process_holding_a_lease_admits_nothing_more() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("lease-killed");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lease_holder"))
+        .args([redis.url(), &prefix, "320"])
+        .output()
+        .expect("run lease_holder");
+    assert!(!output.status.success(), "the holder aborts");
+    let spent: u64 = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("the holder's admissions");
+    assert_eq!(spent, 40);
+    let mut connection = redis.connection().await;
+    let recorded: u64 = connection.zcard(format!("{prefix}held")).await.unwrap();
+    let held = recorded - spent;
+    assert!(held > 0, "the holder died with a reserve");
+    let survivor = limiter(&redis, &prefix);
+    let plain = Rate::new(320, HOUR).unwrap();
+    let mut admitted = 0;
+    while survivor.check("held", plain).await.unwrap().allowed {
+        admitted += 1;
+    }
+    assert_eq!(admitted, 320 - spent - held);
+    redis.clean_up(&prefix).await;
+}
