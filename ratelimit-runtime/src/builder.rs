@@ -305,7 +305,9 @@ impl LimiterBuilder {
 
     /// The longest a Redis check may take, connecting included (default 250 ms); past it the
     /// failure policy answers. For a cluster it is also each node's connection and response
-    /// timeout. Zero is rejected by [`build`](LimiterBuilder::build) (`InvalidConfig`).
+    /// timeout. A check of a [leased](crate::Rate::leased) rate that finds its lease being
+    /// renewed waits for that renewal at most this long, then makes its own call: at most
+    /// twice the timeout in all. Zero is rejected by [`build`](LimiterBuilder::build) (`InvalidConfig`).
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;

@@ -94,6 +94,7 @@ impl Shared {
         // while its breaker is open: the lease was recorded exactly).
         if limit.rate.is_leased()
             && at.is_none()
+            && super::lease::max_size(limit.rate) > 1
             && let Some(decision) = self.spend_lease(scope, limit)
         {
             return Next::Answered(self.answered(scope, limit.key, Ok(decision), timer));

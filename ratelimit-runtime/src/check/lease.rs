@@ -7,16 +7,18 @@
 //! bound over the times the reserve is really spent); this module keeps the process's side:
 //!
 //! - a reserve is spent only before the lease's end as the store set it: `lasts` from the
-//!   store's now, counted here from before the script was sent (the store ran it later), less
-//!   a thousandth for the clocks' drift;
+//!   store's now, counted here on the monotonic clock from before the script was sent (the
+//!   store ran it later), less a thousandth for the clocks' drift;
 //! - each reserved member is spent once (`left` counts down under the table's lock: members
 //!   `left`, `left − 1`, … 1), and what is given back is exactly the unspent ones, members
 //!   `1..=left`, taken out of the lease under that lock, once: the store's exact refund
 //!   of an admission of that cost;
 //! - a lease whose outcome is unknown (a timeout, a lost reply) is never spent: its
 //!   recording, if any, leaves the window with it;
-//! - the renewal runs handed off to the runtime, and installs its grant itself, so a caller
-//!   that stops waiting never strands a reserve.
+//! - the renewal runs handed off to the runtime, holding the lease's lock until it installs
+//!   its grant, so a caller that stops waiting never strands a reserve (nor lets a second
+//!   renewal overwrite one);
+//! - a grant sent before this process reset the key is not spent (the reset deleted it).
 //!
 //! Sizing: a lease asks for `size` admissions (the call at hand included), starting at 1 (a
 //! plain check): `size` doubles when a lease was spent before its end, halves when one ended
@@ -24,18 +26,18 @@
 //! at most [`Limit::MAX_COST`](crate::Limit::MAX_COST)), so that a small threshold is never
 //! leased away by one process. A lease lasts a sixteenth of the period, at most a second.
 //!
-//! One renewal at a time per lease: the checks that find it empty wait for it, then spend
-//! its reserve, or share its denial (its retry-after counted down), or renew in turn.
+//! One renewal at a time per lease: the checks that find it empty while it is renewed wait
+//! for it (at most the store's timeout), then spend its reserve, or share its denial (its
+//! retry-after counted down), or, when it failed or left them nothing, are checked on their
+//! own, side by side. A rate whose lease could hold no reserve (a threshold below 32) is never
+//! leased: its checks are plain ones.
 
 use std::hash::RandomState;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
-// The time-stamp counter (a few nanoseconds), as the in-process store's clock: a leased check
-// reads it once.
-use quanta::Instant;
 
 use crate::decision::Decision;
 use crate::limit::{Grant, Limit, LimitRef};
@@ -91,14 +93,13 @@ struct Table {
 struct Entry {
     state: State,
     /// Held by whoever is renewing it or waiting to: a sweep keeps the entry while it is.
-    lease: Arc<Lease>,
+    lease: Lease,
 }
 
-/// What the checks that renew a lease share.
-pub(super) struct Lease {
-    /// Held by the check that renews the lease; the others wait on it.
-    pub(super) renewal: async_lock::Mutex<()>,
-}
+/// The lock a lease's renewal holds until its grant is installed (in the renewal's handed-off
+/// future, so that a caller that stops waiting does not let another renewal start beside it);
+/// the checks that find nothing to spend wait on it.
+pub(super) type Lease = Arc<async_lock::Mutex<()>>;
 
 struct State {
     /// The current lease's name: its members are `<name>.0` (the call that took it) and
@@ -116,6 +117,9 @@ struct State {
     empties: Instant,
     /// Renewals completed so far.
     generation: u64,
+    /// Resets of the key by this process so far: a grant sent before one is not spent (the
+    /// reset deleted its reserve).
+    resets: u64,
     /// How the last one went.
     last: Outcome,
     /// What the next lease asks for (the call at hand included).
@@ -152,7 +156,8 @@ pub(super) enum AfterWait {
         wanted: u32,
         give_back: Option<GiveBack>,
     },
-    /// The renewal it waited for failed: checked on its own, as a check of no lease is.
+    /// The renewal it waited for failed, or left nothing to spend: checked on its own, as a
+    /// check of no lease is.
     Direct,
 }
 
@@ -167,6 +172,7 @@ impl State {
             count: 0,
             empties: now,
             generation: 0,
+            resets: 0,
             last: Outcome::Granted,
             size: 1,
             denied: None,
@@ -264,12 +270,13 @@ impl Leases {
         for ((key, _), entry) in &mut table.leases {
             if forgotten(key) {
                 entry.state.left = 0;
+                entry.state.resets += 1;
             }
         }
     }
 
     /// `limit`'s lease, made when it has none.
-    pub(super) fn lease(&self, limit: LimitRef<'_>) -> Arc<Lease> {
+    pub(super) fn lease(&self, limit: LimitRef<'_>) -> Lease {
         let mut table = self.lock();
         if let Some(entry) = table.leases.get(&Borrowed(limit.key, limit.rate)) {
             return Arc::clone(&entry.lease);
@@ -284,9 +291,7 @@ impl Leases {
             });
             table.sweep_at = 2 * table.leases.len();
         }
-        let lease = Arc::new(Lease {
-            renewal: async_lock::Mutex::new(()),
-        });
+        let lease = Lease::default();
         let entry = Entry {
             state: State::new(),
             lease: Arc::clone(&lease),
@@ -304,9 +309,7 @@ impl Leases {
         }
         let mut state = State::new();
         let answer = f(&mut state);
-        let lease = Arc::new(Lease {
-            renewal: async_lock::Mutex::new(()),
-        });
+        let lease = Lease::default();
         table
             .leases
             .insert((limit.key.into(), limit.rate), Entry { state, lease });
@@ -332,9 +335,9 @@ fn counted_down(denial: Decision, when: Instant, at: Instant) -> Decision {
 }
 
 impl Leases {
-    /// Renewals of `limit`'s lease completed so far.
-    pub(super) fn generation(&self, limit: LimitRef<'_>) -> u64 {
-        self.with(limit, |state| state.generation)
+    /// Renewals of `limit`'s lease completed so far, and resets of its key.
+    pub(super) fn generation(&self, limit: LimitRef<'_>) -> (u64, u64) {
+        self.with(limit, |state| (state.generation, state.resets))
     }
 
     /// The unspent reserve of `limit`'s lease if it ended, taken out of it (see
@@ -356,16 +359,17 @@ impl Leases {
         self.with(limit, |state| state.after_wait(limit.rate, seen))
     }
 
-    /// Installs a renewal's outcome for `limit`'s lease (see [`State::install`]).
+    /// Installs a renewal's outcome for `limit`'s lease, sent after `resets` resets of its
+    /// key (see [`State::install`]); returns what a lease it replaced left to give back.
     pub(super) fn install(
         &self,
         limit: LimitRef<'_>,
         name: Admission,
-        sent: Instant,
+        sent: (Instant, u64),
         grant: Option<&Grant>,
-    ) {
+    ) -> Option<GiveBack> {
         let deny_ttl = self.deny_ttl;
-        self.with(limit, |state| state.install(name, sent, grant, deny_ttl));
+        self.with(limit, |state| state.install(name, sent, grant, deny_ttl))
     }
 }
 
@@ -387,7 +391,11 @@ impl State {
                     return AfterWait::Answered(denial);
                 }
             }
-            Outcome::Failed if state.generation != seen => return AfterWait::Direct,
+            // The renewal it waited for failed, or granted nothing left for it: checked on
+            // its own, beside the others (never one renewal after another).
+            Outcome::Failed | Outcome::Granted if state.generation != seen => {
+                return AfterWait::Direct;
+            }
             _ => {}
         }
         let give_back = state.take_ended(rate, at);
@@ -406,16 +414,16 @@ impl State {
     fn install(
         &mut self,
         name: Admission,
-        sent: Instant,
+        (sent, resets): (Instant, u64),
         grant: Option<&Grant>,
         deny_ttl: Option<Duration>,
-    ) {
+    ) -> Option<GiveBack> {
         let state = self;
         state.denied = None;
         state.generation += 1;
         let Some(grant) = grant else {
             state.last = Outcome::Failed;
-            return;
+            return None;
         };
         let at = Instant::now();
         if !grant.decision.allowed {
@@ -423,9 +431,21 @@ impl State {
             if let (Some(ttl), Some(retry_after)) = (deny_ttl, grant.decision.retry_after) {
                 state.denied = Some((grant.decision, at, at + retry_after.min(ttl)));
             }
-            return;
+            return None;
         }
         state.last = Outcome::Granted;
+        // One renewal at a time, after the last lease was spent or ended: a lease still
+        // holding a reserve here is given back, never overwritten.
+        let replaced = (state.left > 0).then(|| GiveBack {
+            name: state.name,
+            left: std::mem::take(&mut state.left),
+            now: state.now,
+        });
+        if state.resets != resets {
+            // The key was reset while the lease was on its way: its reserve is gone.
+            state.left = 0;
+            return replaced;
+        }
         let threshold = grant.decision.limit;
         state.name = name;
         state.left = grant.reserved;
@@ -434,6 +454,7 @@ impl State {
         state.now = grant.now;
         state.count = threshold.saturating_sub(grant.decision.remaining);
         state.empties = at + grant.decision.reset_after;
+        replaced
     }
 }
 

@@ -4,9 +4,10 @@
 //! exact.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::deny_cache::Ticket;
-use super::lease::{AfterWait, GiveBack, Lease, Spent, lasts};
+use super::lease::{AfterWait, GiveBack, Spent, lasts, max_size};
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
@@ -44,11 +45,23 @@ impl Shared {
         limit: LimitRef<'_>,
         ticket: Option<Ticket>,
     ) -> Result<Decision, RateLimitError> {
+        if max_size(limit.rate) < 2 {
+            // A lease could hold no reserve: a plain check, never one after another.
+            return self.direct(scope, limit, None, None, ticket).await;
+        }
         let timer = Timer::start();
         let lease = self.leases.lease(limit);
         let seen = self.leases.generation(limit);
-        let renewing = lease.renewal.lock().await;
-        let (wanted, give_back) = match self.leases.after_wait(limit, seen) {
+        let renewing = match lease.try_lock_arc() {
+            Some(renewing) => renewing,
+            // A renewal is on its way: its outcome, within the store's timeout (the renewal
+            // itself is bounded by it), else a check of its own.
+            None => match runtime::timeout(self.store.timeout(), lease.lock_arc()).await {
+                Ok(renewing) => renewing,
+                Err(_) => return self.direct(scope, limit, None, None, ticket).await,
+            },
+        };
+        let (wanted, give_back) = match self.leases.after_wait(limit, seen.0) {
             AfterWait::Answered(decision) => {
                 drop(renewing);
                 self.settle_denial(ticket, limit, None);
@@ -70,8 +83,9 @@ impl Shared {
         if let Some(give_back) = give_back {
             self.give_back(&runtime, limit, give_back);
         }
-        let outcome = self.renew(runtime, limit, &lease, wanted, ticket).await;
-        drop(renewing);
+        let outcome = self
+            .renew(runtime, limit, renewing, seen.1, wanted, ticket)
+            .await;
         let result = match outcome {
             Ok(decision) => Ok(decision),
             Err(error) => self.answer_by_policy(scope, limit, None, error),
@@ -79,20 +93,22 @@ impl Shared {
         self.answered(scope, limit.key, result, timer)
     }
 
-    /// Renews `lease` of `limit` for up to `wanted` admissions, the call at hand included, on
-    /// `runtime` (so that it installs its grant even if its caller stops waiting); returns the
-    /// call's decision. A grant with a reserve sets a timer that gives back what is left of it
-    /// when it ends.
+    /// Renews the lease of `limit` (whose lock `renewing` holds, until the grant is installed;
+    /// `resets`: the key's resets when the renewal began) for up to `wanted` admissions, the
+    /// call at hand included, on `runtime` (so that it installs its grant even if its caller
+    /// stops waiting); returns the call's decision. A grant with a reserve sets a timer that
+    /// gives back what is left of it when it ends.
     async fn renew(
         self: &Arc<Self>,
         runtime: Runtime,
         limit: LimitRef<'_>,
-        lease: &Arc<Lease>,
+        renewing: async_lock::MutexGuardArc<()>,
+        resets: u64,
         wanted: u32,
         ticket: Option<Ticket>,
     ) -> Result<Decision, StoreError> {
         let shared = Arc::clone(self);
-        let lease = Arc::clone(lease);
+        let lease = Arc::clone(async_lock::MutexGuardArc::source(&renewing));
         let (key, rate) = (limit.key.to_owned(), limit.rate);
         let part = self.store.part_of(limit);
         let timers = runtime.clone();
@@ -103,16 +119,21 @@ impl Shared {
                 cost: 1,
             };
             let name = shared.store.admission();
-            let sent = quanta::Instant::now();
+            let sent = Instant::now();
             let outcome = shared.store.lease(limit, &name, wanted, lasts(rate)).await;
-            shared
-                .leases
-                .install(limit, name, sent, outcome.as_ref().ok());
+            let replaced =
+                shared
+                    .leases
+                    .install(limit, name, (sent, resets), outcome.as_ref().ok());
+            drop(renewing);
+            if let (Some(replaced), Some(runtime)) = (replaced, Runtime::current()) {
+                shared.give_back(&runtime, limit, replaced);
+            }
             shared.settle_denial(ticket, limit, outcome.as_ref().ok().map(|g| &g.decision));
             let grant = outcome?;
             if grant.reserved > 0 {
                 // The timer holds the lease, so that no sweep takes its entry before it ends.
-                let (shared, lease) = (Arc::clone(&shared), Arc::clone(&lease));
+                let shared = Arc::clone(&shared);
                 let ends_in = shared.leases.ends_in(limit);
                 timers.spawn(async move {
                     runtime::sleep(ends_in).await;

@@ -333,6 +333,14 @@ impl Store {
         }
     }
 
+    /// How long a call to the store may take (zero in process, where nothing waits).
+    pub(crate) fn timeout(&self) -> std::time::Duration {
+        match self {
+            Store::Redis(store) => store.timeout(),
+            Store::Memory(_) | Store::Misconfigured(_) => std::time::Duration::ZERO,
+        }
+    }
+
     /// How many parts the store fails in (see [Parts](self#parts)): at least one.
     pub(crate) fn parts(&self) -> usize {
         match self {

@@ -32,7 +32,9 @@
 -- Leases use the server's clock only: there is no explicit time.
 --
 -- A lease resent after a lost connection (its log's member .0 recorded already) was never
--- spent: its reserve is removed, and the call at hand counts once, answered as granted alone.
+-- spent: its reserve is removed, and the call at hand counts once, answered as granted alone;
+-- resent so late that .0 has left the window, its reserve is removed all the same and the
+-- call checked afresh.
 -- A counter keeps no member: a resend counts again (over-counting is safe), so the client
 -- never resends a counter's lease.
 
@@ -108,6 +110,19 @@ if redis.call('ZSCORE', key, base .. '.0') then
   end
   local count = redis.call('ZCARD', key)
   return {1, now, count, 0, newest_score() + period - now, 0}
+end
+
+-- A resend so late that the first run's call (.0, at its now) has left the window while its
+-- reserve (at its lease's end) has not: that reserve, never spent, is taken back, and the call
+-- checked afresh; left in place, its members would keep their earlier end, before this
+-- lease's.
+if wanted > 1 and redis.call('ZSCORE', key, base .. '.1') then
+  local j = 1
+  while j < wanted do
+    local last = math.min(j + CHUNK - 1, wanted - 1)
+    redis.call('ZREM', key, unpack(members(j, last)))
+    j = last + 1
+  end
 end
 
 local count = redis.call('ZCARD', key)

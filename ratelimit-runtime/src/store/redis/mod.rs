@@ -123,6 +123,11 @@ impl RedisStore {
         self
     }
 
+    /// How long a call may take, connecting included.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// `redis` or `redis-cluster`.
     pub(crate) fn kind(&self) -> &'static str {
         self.target.kind()
