@@ -54,10 +54,10 @@ pub(super) fn max_size(rate: Rate) -> u32 {
     u32::try_from(share).unwrap_or(Limit::MAX_COST)
 }
 
-/// How long a lease of `rate` lasts: a sixteenth of its period, at most a second (at least
-/// a microsecond).
+/// How long a lease of `rate` lasts: a sixteenth of its period in whole microseconds (the
+/// store's unit), at most a second, at least a microsecond.
 pub(super) fn lasts(rate: Rate) -> Duration {
-    (rate.period() / 16).clamp(Duration::from_micros(1), Duration::from_secs(1))
+    Duration::from_micros((rate.period_us() / 16).clamp(1, 1_000_000))
 }
 
 /// A process's leases, one per key and rate.
@@ -466,5 +466,156 @@ struct Borrowed<'a>(&'a str, Rate);
 impl hashbrown::Equivalent<(Box<str>, Rate)> for Borrowed<'_> {
     fn equivalent(&self, key: &(Box<str>, Rate)) -> bool {
         *key.0 == *self.0 && key.1 == self.1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn rate(threshold: u64) -> Rate {
+        Rate::new(threshold, Duration::from_secs(60))
+            .unwrap()
+            .leased()
+    }
+
+    /// A grant of the call and `reserved` more, lasting `lasts`, with `count` in the window.
+    fn grant(threshold: u64, count: u64, reserved: u32, lasts: Duration) -> Grant {
+        Grant {
+            decision: Decision::admitted(threshold, threshold - count, Duration::from_secs(61)),
+            reserved,
+            now: 1_700_000_000_000_000,
+            lasts,
+        }
+    }
+
+    fn name(byte: u8) -> Admission {
+        [byte; 22]
+    }
+
+    #[test]
+    fn sizes_and_lengths_have_their_bounds() {
+        assert_eq!(max_size(rate(31)), 1, "below 32: never leased");
+        assert_eq!(max_size(rate(32)), 2);
+        assert_eq!(max_size(rate(1_000)), 62);
+        assert_eq!(max_size(rate(Rate::MAX_THRESHOLD)), Limit::MAX_COST);
+        let short = Rate::new(100, Duration::from_millis(1)).unwrap();
+        assert_eq!(lasts(short), Duration::from_micros(62));
+        assert_eq!(
+            lasts(Rate::new(100, Duration::from_secs(8)).unwrap()),
+            Duration::from_millis(500)
+        );
+        let day = Rate::new(100, Duration::from_secs(86_400)).unwrap();
+        assert_eq!(lasts(day), SECOND, "at most a second");
+    }
+
+    #[test]
+    fn a_reserve_is_spent_once_each_highest_first_and_only_before_its_end() {
+        let mut state = State::new();
+        let sent = Instant::now();
+        assert!(
+            state
+                .install(name(1), (sent, 0), Some(&grant(1_000, 40, 3, SECOND)), None)
+                .is_none()
+        );
+        let at = sent + Duration::from_millis(10);
+        // Remaining: the store's 960 left with this lease, plus what it still holds.
+        let first = state.spend(rate(1_000), at).unwrap();
+        assert_eq!((first.remaining, state.left), (962, 2));
+        assert!(state.spend(rate(1_000), at).is_some());
+        assert!(state.spend(rate(1_000), at).is_some());
+        assert!(
+            state.spend(rate(1_000), at).is_none(),
+            "three members, three spends"
+        );
+        let mut state = State::new();
+        state.install(name(2), (sent, 0), Some(&grant(1_000, 40, 3, SECOND)), None);
+        // A thousandth of the lease is kept back for the clocks' drift.
+        assert!(
+            state
+                .spend(rate(1_000), sent + SECOND - Duration::from_millis(1))
+                .is_none()
+        );
+        assert!(
+            state
+                .spend(rate(1_000), sent + Duration::from_millis(998))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn an_ended_lease_gives_back_its_unspent_members_once() {
+        let mut state = State::new();
+        let sent = Instant::now();
+        state.size = 8;
+        state.install(name(3), (sent, 0), Some(&grant(1_000, 8, 7, SECOND)), None);
+        state.spend(rate(1_000), sent);
+        assert!(
+            state.take_ended(rate(1_000), sent).is_none(),
+            "not before it ends"
+        );
+        let back = state.take_ended(rate(1_000), sent + SECOND).unwrap();
+        assert_eq!((back.name, back.left), (name(3), 6), "members 1..=6");
+        assert_eq!(state.size, 4, "halved for what it gave back");
+        assert!(
+            state.take_ended(rate(1_000), sent + SECOND).is_none(),
+            "once"
+        );
+    }
+
+    #[test]
+    fn an_install_never_overwrites_a_reserve_and_skips_one_sent_before_a_reset() {
+        let mut state = State::new();
+        let sent = Instant::now();
+        state.install(name(4), (sent, 0), Some(&grant(1_000, 8, 7, SECOND)), None);
+        let replaced = state
+            .install(name(5), (sent, 0), Some(&grant(1_000, 16, 7, SECOND)), None)
+            .unwrap();
+        assert_eq!((replaced.name, replaced.left), (name(4), 7));
+        assert_eq!(state.left, 7);
+        state.left = 0;
+        state.resets += 1;
+        state.install(name(6), (sent, 0), Some(&grant(1_000, 24, 7, SECOND)), None);
+        assert_eq!(state.left, 0, "sent before the reset: nothing to spend");
+    }
+
+    #[test]
+    fn waiters_share_a_denial_go_on_their_own_after_a_failure_or_an_empty_grant_and_leases_grow() {
+        let rate = rate(1_000);
+        let sent = Instant::now();
+        let mut state = State::new();
+        assert!(matches!(
+            state.after_wait(rate, 0),
+            AfterWait::Renew { wanted: 1, .. }
+        ));
+        // The call alone (no reserve): those who waited for it go on their own...
+        state.install(name(7), (sent, 0), Some(&grant(1_000, 1, 0, SECOND)), None);
+        assert!(matches!(state.after_wait(rate, 0), AfterWait::Direct));
+        // ... and the next renewal, the last one spent, asks for twice as many.
+        assert!(matches!(
+            state.after_wait(rate, 1),
+            AfterWait::Renew { wanted: 2, .. }
+        ));
+        let denial = Decision::denied(1_000, Duration::from_secs(5), Duration::from_secs(60));
+        let denied = Grant {
+            decision: denial,
+            ..grant(1_000, 1_000, 0, SECOND)
+        };
+        state.install(name(8), (sent, 0), Some(&denied), None);
+        match state.after_wait(rate, 1) {
+            AfterWait::Answered(decision) => {
+                assert!(!decision.allowed);
+                assert!(decision.retry_after.unwrap() <= Duration::from_secs(5));
+            }
+            _ => panic!("the denial it waited for is shared"),
+        }
+        assert!(
+            matches!(state.after_wait(rate, 2), AfterWait::Renew { .. }),
+            "a check that came after it asks the store"
+        );
+        state.install(name(9), (sent, 0), None, None);
+        assert!(matches!(state.after_wait(rate, 2), AfterWait::Direct));
     }
 }
