@@ -156,8 +156,10 @@ pub(crate) struct LimitsAnswer {
 /// A store's answer to a lease (`Store::lease`).
 pub(crate) struct Grant {
     /// The call at hand's decision: admitted (and recorded) or denied; `remaining` counts the
-    /// reserve as spent.
+    /// reserve as this process's (what the store had left, plus the reserve).
     pub(crate) decision: Decision,
+    /// The window's count with the lease (its reserve included): every process's.
+    pub(crate) count: u64,
     /// Admissions reserved beyond the call at hand (0 on a denial).
     pub(crate) reserved: u32,
     /// The lease's time on the store's clock (µs since the Unix epoch), which its give-back

@@ -435,9 +435,8 @@ impl Limiter {
         self.shared.check_all(None, limits, Some(at))
     }
 
-    /// [`check_all`](Limiter::check_all) for the layer, in `scope` (as
+    /// [`check_all`](Limiter::check_all) for the layer and the attribute, in `scope` (as
     /// [`checking`](Limiter::checking)).
-    #[cfg(feature = "axum")]
     pub(crate) fn checking_all<'a>(
         &'a self,
         scope: &'a str,

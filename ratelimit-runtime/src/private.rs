@@ -515,7 +515,9 @@ impl Stack {
 /// its limit's threshold or, for a sliding window log, [`Limit::MAX_COST`](crate::Limit::MAX_COST) (a
 /// `usize` cost above `u32::MAX` included); otherwise as [`Limiter::check_all`](crate::Limiter::check_all).
 pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, RateLimitError> {
-    admit(limiter, stack).await.map(|(decisions, _)| decisions)
+    admit(limiter, stack, false)
+        .await
+        .map(|(decisions, _)| decisions)
 }
 
 /// Checks a call's [`Stack`] as [`check_stack`] does, keeping what a refund needs: for a
@@ -526,7 +528,7 @@ pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, R
 ///
 /// As [`check_stack`].
 pub async fn admit_stack(limiter: &Limiter, stack: Stack) -> Result<Admitted, RateLimitError> {
-    let (decisions, recorded) = admit(limiter, stack).await?;
+    let (decisions, recorded) = admit(limiter, stack, true).await?;
     Ok(Admitted {
         limiter: limiter.clone(),
         decisions,
@@ -598,7 +600,14 @@ impl Admitted {
 /// nothing); once they admit the call, each shadow limit on its own, at once (a shadow limit
 /// that would deny records nothing and is reported; one that fails is left out). The
 /// decisions are the enforced limits' (empty when every limit is exempt or a shadow one).
-async fn admit(limiter: &Limiter, stack: Stack) -> Result<(Decisions, Recorded), RateLimitError> {
+/// `refundable`: the call may be refunded after its body, so the enforced check keeps where
+/// it recorded it; without, it is checked as `Limiter::check_all` checks (one leased limit of
+/// cost 1 through its lease).
+async fn admit(
+    limiter: &Limiter,
+    stack: Stack,
+    refundable: bool,
+) -> Result<(Decisions, Recorded), RateLimitError> {
     let all_shadow = limiter.is_shadow();
     let (shadows, enforced): (Vec<usize>, Vec<usize>) =
         (0..stack.parts.len()).partition(|&i| all_shadow || stack.parts[i].shadow);
@@ -613,9 +622,14 @@ async fn admit(limiter: &Limiter, stack: Stack) -> Result<(Decisions, Recorded),
         Decisions::exempt()
     } else {
         let limits = enforced.iter().map(|&i| stack.parts[i].limit()).collect();
-        let (decisions, records) = limiter
-            .checking_recorded(stack.scope, limits, false)
-            .await?;
+        let (decisions, records) = if refundable {
+            limiter
+                .checking_recorded(stack.scope, limits, false)
+                .await?
+        } else {
+            let decisions = limiter.checking_all(stack.scope, limits).await?;
+            (decisions, Records::default())
+        };
         if !decisions.allowed {
             let part = &stack.parts[enforced[decisions.deciding_index()]];
             let key = part

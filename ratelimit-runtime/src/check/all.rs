@@ -31,6 +31,7 @@ use futures_util::future::join_all;
 
 use super::answer::open_admission;
 use super::deny_cache::Ticket;
+use super::future::Checking;
 use super::remote::EndProbe;
 use super::shared::Shared;
 use crate::clock;
@@ -65,6 +66,24 @@ impl Shared {
         limits: Vec<Limit<'_>>,
         at: Option<SystemTime>,
     ) -> Result<Decisions, RateLimitError> {
+        // One leased limit of cost 1 on a remote store (the attribute with `decision` or a
+        // `label`, `check_n` of 1): through its lease, as `Limiter::check` goes. A permit needs
+        // its records (`check_recorded`), and is checked without.
+        if let [limit] = limits.as_slice()
+            && limit.cost() == 1
+            && limit.rate().is_leased()
+            && at.is_none()
+            && self.clock.is_none()
+            && !self.shadow
+            && matches!(self.store.access(), Access::Remote)
+        {
+            validate(&limits, false)?;
+            let mut limits = limits;
+            let label = limits[0].take_label();
+            let (key, rate) = (limits[0].key(), limits[0].rate());
+            let decision = Checking::new(self, scope, Cow::Borrowed(key), rate, None).await?;
+            return Ok(Decisions::new(std::iter::once((label, rate, decision))));
+        }
         let (decisions, _records) = self.check_recorded(scope, limits, at, false).await?;
         Ok(decisions)
     }

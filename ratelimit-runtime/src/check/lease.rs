@@ -124,9 +124,18 @@ struct State {
     last: Outcome,
     /// What the next lease asks for (the call at hand included).
     size: u32,
+    /// The last lease ended with a reserve to give back (and was sized down for it): the next
+    /// is not sized up.
+    gave_back: bool,
     /// Until when the last denial answers the checks that find nothing to spend (with the
     /// deny cache on): the denial, and when it came.
     denied: Option<(Decision, Instant, Instant)>,
+    /// The renewal on its way, if any: its token and when it began. Only it is installed; a
+    /// renewal whose caller stopped waiting stays on its way (handed off), and while it is
+    /// younger than the store's timeout no other starts.
+    renewing: Option<(u64, Instant)>,
+    /// The next renewal's token.
+    tokens: u64,
 }
 
 /// How a renewal went.
@@ -147,14 +156,26 @@ pub(super) struct GiveBack {
     pub(super) now: u64,
 }
 
+/// A renewal as its install names it: its token, the lease's name, when it was sent, and the
+/// key's resets when it began.
+pub(super) struct Renewal {
+    pub(super) token: u64,
+    pub(super) name: Admission,
+    pub(super) sent: Instant,
+    pub(super) resets: u64,
+}
+
 /// What a check that waited for the renewal does next.
 pub(super) enum AfterWait {
     /// Answered by the renewal it waited for: a member of its reserve, or its denial.
     Answered(Decision),
-    /// Renews, asking for `wanted`, after giving back what the ended lease left.
+    /// Renews, asking for `wanted`, after giving back what the ended lease left; `token`
+    /// names the renewal (only its own is installed) and `resets` the key's resets so far.
     Renew {
         wanted: u32,
         give_back: Option<GiveBack>,
+        token: u64,
+        resets: u64,
     },
     /// The renewal it waited for failed, or left nothing to spend: checked on its own, as a
     /// check of no lease is.
@@ -175,7 +196,10 @@ impl State {
             resets: 0,
             last: Outcome::Granted,
             size: 1,
+            gave_back: false,
             denied: None,
+            renewing: None,
+            tokens: 0,
         }
     }
 
@@ -203,6 +227,7 @@ impl State {
         }
         let left = std::mem::take(&mut self.left);
         self.size = (self.size / 2).max(1).min(max_size(rate));
+        self.gave_back = true;
         Some(GiveBack {
             name: self.name,
             left,
@@ -335,9 +360,9 @@ fn counted_down(denial: Decision, when: Instant, at: Instant) -> Decision {
 }
 
 impl Leases {
-    /// Renewals of `limit`'s lease completed so far, and resets of its key.
-    pub(super) fn generation(&self, limit: LimitRef<'_>) -> (u64, u64) {
-        self.with(limit, |state| (state.generation, state.resets))
+    /// Renewals of `limit`'s lease completed so far.
+    pub(super) fn generation(&self, limit: LimitRef<'_>) -> u64 {
+        self.with(limit, |state| state.generation)
     }
 
     /// The unspent reserve of `limit`'s lease if it ended, taken out of it (see
@@ -354,29 +379,43 @@ impl Leases {
     }
 
     /// What a check of `limit` that saw `seen` renewals before it waited does, now that it
-    /// holds the renewal's lock.
-    pub(super) fn after_wait(&self, limit: LimitRef<'_>, seen: u64) -> AfterWait {
-        self.with(limit, |state| state.after_wait(limit.rate, seen))
+    /// holds the renewal's lock; `timeout`: the store's.
+    pub(super) fn after_wait(
+        &self,
+        limit: LimitRef<'_>,
+        seen: u64,
+        timeout: Duration,
+    ) -> AfterWait {
+        self.with(limit, |state| state.after_wait(limit.rate, seen, timeout))
     }
 
-    /// Installs a renewal's outcome for `limit`'s lease, sent after `resets` resets of its
-    /// key (see [`State::install`]); returns what a lease it replaced left to give back.
+    /// Forgets `limit`'s renewal `token`, which never began (no runtime to run it on).
+    pub(super) fn abandon(&self, limit: LimitRef<'_>, token: u64) {
+        self.with(limit, |state| {
+            if state.renewing.is_some_and(|(current, _)| current == token) {
+                state.renewing = None;
+            }
+        });
+    }
+
+    /// Installs the outcome of `limit`'s renewal `token` (see [`State::install`]); returns
+    /// a reserve to give back at once: a lease it replaced left it, or it was not this
+    /// lease's renewal any more.
     pub(super) fn install(
         &self,
         limit: LimitRef<'_>,
-        name: Admission,
-        sent: (Instant, u64),
+        renewal: Renewal,
         grant: Option<&Grant>,
     ) -> Option<GiveBack> {
         let deny_ttl = self.deny_ttl;
-        self.with(limit, |state| state.install(name, sent, grant, deny_ttl))
+        self.with(limit, |state| state.install(renewal, grant, deny_ttl))
     }
 }
 
 impl State {
     /// What a check that saw `seen` renewals before it waited does, now that it holds the
     /// renewal's lock.
-    fn after_wait(&mut self, rate: Rate, seen: u64) -> AfterWait {
+    fn after_wait(&mut self, rate: Rate, seen: u64, timeout: Duration) -> AfterWait {
         let at = Instant::now();
         let state = self;
         if let Some(decision) = state.spend(rate, at) {
@@ -398,14 +437,30 @@ impl State {
             }
             _ => {}
         }
+        if let Some((_, began)) = state.renewing
+            && at.saturating_duration_since(began) < timeout
+        {
+            // A renewal whose caller stopped waiting is still on its way: not a second one
+            // beside it (nor a wait on a runtime that may not drive it).
+            return AfterWait::Direct;
+        }
         let give_back = state.take_ended(rate, at);
-        if give_back.is_none() && state.generation > 0 && matches!(state.last, Outcome::Granted) {
+        if give_back.is_none()
+            && !state.gave_back
+            && state.generation > 0
+            && matches!(state.last, Outcome::Granted)
+        {
             // The last lease was spent before it ended (or was the call alone): a larger one.
             state.size = state.size.saturating_mul(2).min(max_size(rate));
         }
+        let token = state.tokens;
+        state.tokens += 1;
+        state.renewing = Some((token, at));
         AfterWait::Renew {
             wanted: state.size,
             give_back,
+            token,
+            resets: state.resets,
         }
     }
 
@@ -413,12 +468,29 @@ impl State {
     /// failed, and nothing may be spent.
     fn install(
         &mut self,
-        name: Admission,
-        (sent, resets): (Instant, u64),
+        renewal: Renewal,
         grant: Option<&Grant>,
         deny_ttl: Option<Duration>,
     ) -> Option<GiveBack> {
+        let Renewal {
+            token,
+            name,
+            sent,
+            resets,
+        } = renewal;
         let state = self;
+        if state.renewing.map(|(current, _)| current) != Some(token) {
+            // Another renewal began since (this one outlived the store's timeout): its reserve,
+            // none of it spent, goes back at once.
+            return grant
+                .filter(|grant| grant.reserved > 0)
+                .map(|grant| GiveBack {
+                    name,
+                    left: grant.reserved,
+                    now: grant.now,
+                });
+        }
+        state.renewing = None;
         state.denied = None;
         state.generation += 1;
         let Some(grant) = grant else {
@@ -446,13 +518,13 @@ impl State {
             state.left = 0;
             return replaced;
         }
-        let threshold = grant.decision.limit;
         state.name = name;
         state.left = grant.reserved;
         // The store's clock may run a little faster: a thousandth of the lease is kept back.
         state.ends = sent + grant.lasts.saturating_sub(grant.lasts / 1_000);
         state.now = grant.now;
-        state.count = threshold.saturating_sub(grant.decision.remaining);
+        state.count = grant.count;
+        state.gave_back = false;
         state.empties = at + grant.decision.reset_after;
         replaced
     }
@@ -484,7 +556,12 @@ mod tests {
     /// A grant of the call and `reserved` more, lasting `lasts`, with `count` in the window.
     fn grant(threshold: u64, count: u64, reserved: u32, lasts: Duration) -> Grant {
         Grant {
-            decision: Decision::admitted(threshold, threshold - count, Duration::from_secs(61)),
+            decision: Decision::admitted(
+                threshold,
+                threshold - count + u64::from(reserved),
+                Duration::from_secs(61),
+            ),
+            count,
             reserved,
             now: 1_700_000_000_000_000,
             lasts,
@@ -493,6 +570,25 @@ mod tests {
 
     fn name(byte: u8) -> Admission {
         [byte; 22]
+    }
+
+    /// A renewal of `state`, begun now and sent at `sent`, installed with `grant`.
+    fn renewed(
+        state: &mut State,
+        byte: u8,
+        sent: Instant,
+        grant: Option<&Grant>,
+    ) -> Option<GiveBack> {
+        let token = state.tokens;
+        state.tokens += 1;
+        state.renewing = Some((token, Instant::now()));
+        let renewal = Renewal {
+            token,
+            name: name(byte),
+            sent,
+            resets: state.resets,
+        };
+        state.install(renewal, grant, None)
     }
 
     #[test]
@@ -515,11 +611,7 @@ mod tests {
     fn a_reserve_is_spent_once_each_highest_first_and_only_before_its_end() {
         let mut state = State::new();
         let sent = Instant::now();
-        assert!(
-            state
-                .install(name(1), (sent, 0), Some(&grant(1_000, 40, 3, SECOND)), None)
-                .is_none()
-        );
+        assert!(renewed(&mut state, 1, sent, Some(&grant(1_000, 40, 3, SECOND))).is_none());
         let at = sent + Duration::from_millis(10);
         // Remaining: the store's 960 left with this lease, plus what it still holds.
         let first = state.spend(rate(1_000), at).unwrap();
@@ -531,7 +623,7 @@ mod tests {
             "three members, three spends"
         );
         let mut state = State::new();
-        state.install(name(2), (sent, 0), Some(&grant(1_000, 40, 3, SECOND)), None);
+        renewed(&mut state, 2, sent, Some(&grant(1_000, 40, 3, SECOND)));
         // A thousandth of the lease is kept back for the clocks' drift.
         assert!(
             state
@@ -550,7 +642,7 @@ mod tests {
         let mut state = State::new();
         let sent = Instant::now();
         state.size = 8;
-        state.install(name(3), (sent, 0), Some(&grant(1_000, 8, 7, SECOND)), None);
+        renewed(&mut state, 3, sent, Some(&grant(1_000, 8, 7, SECOND)));
         state.spend(rate(1_000), sent);
         assert!(
             state.take_ended(rate(1_000), sent).is_none(),
@@ -569,16 +661,33 @@ mod tests {
     fn an_install_never_overwrites_a_reserve_and_skips_one_sent_before_a_reset() {
         let mut state = State::new();
         let sent = Instant::now();
-        state.install(name(4), (sent, 0), Some(&grant(1_000, 8, 7, SECOND)), None);
-        let replaced = state
-            .install(name(5), (sent, 0), Some(&grant(1_000, 16, 7, SECOND)), None)
-            .unwrap();
+        renewed(&mut state, 4, sent, Some(&grant(1_000, 8, 7, SECOND)));
+        let replaced = renewed(&mut state, 5, sent, Some(&grant(1_000, 16, 7, SECOND))).unwrap();
         assert_eq!((replaced.name, replaced.left), (name(4), 7));
         assert_eq!(state.left, 7);
         state.left = 0;
+        state.renewing = Some((state.tokens, Instant::now()));
+        let renewal = Renewal {
+            token: state.tokens,
+            name: name(6),
+            sent,
+            resets: state.resets,
+        };
         state.resets += 1;
-        state.install(name(6), (sent, 0), Some(&grant(1_000, 24, 7, SECOND)), None);
+        state.install(renewal, Some(&grant(1_000, 24, 7, SECOND)), None);
         assert_eq!(state.left, 0, "sent before the reset: nothing to spend");
+        // A renewal that is not the lease's own any more (another began since) gives its whole
+        // reserve back, and changes nothing.
+        let stale = Renewal {
+            token: 999,
+            name: name(10),
+            sent,
+            resets: state.resets,
+        };
+        let back = state
+            .install(stale, Some(&grant(1_000, 32, 7, SECOND)), None)
+            .unwrap();
+        assert_eq!((back.name, back.left, state.left), (name(10), 7, 0));
     }
 
     #[test]
@@ -587,15 +696,18 @@ mod tests {
         let sent = Instant::now();
         let mut state = State::new();
         assert!(matches!(
-            state.after_wait(rate, 0),
+            state.after_wait(rate, 0, SECOND),
             AfterWait::Renew { wanted: 1, .. }
         ));
         // The call alone (no reserve): those who waited for it go on their own...
-        state.install(name(7), (sent, 0), Some(&grant(1_000, 1, 0, SECOND)), None);
-        assert!(matches!(state.after_wait(rate, 0), AfterWait::Direct));
+        renewed(&mut state, 7, sent, Some(&grant(1_000, 1, 0, SECOND)));
+        assert!(matches!(
+            state.after_wait(rate, 0, SECOND),
+            AfterWait::Direct
+        ));
         // ... and the next renewal, the last one spent, asks for twice as many.
         assert!(matches!(
-            state.after_wait(rate, 1),
+            state.after_wait(rate, 1, SECOND),
             AfterWait::Renew { wanted: 2, .. }
         ));
         let denial = Decision::denied(1_000, Duration::from_secs(5), Duration::from_secs(60));
@@ -603,8 +715,8 @@ mod tests {
             decision: denial,
             ..grant(1_000, 1_000, 0, SECOND)
         };
-        state.install(name(8), (sent, 0), Some(&denied), None);
-        match state.after_wait(rate, 1) {
+        renewed(&mut state, 8, sent, Some(&denied));
+        match state.after_wait(rate, 1, SECOND) {
             AfterWait::Answered(decision) => {
                 assert!(!decision.allowed);
                 assert!(decision.retry_after.unwrap() <= Duration::from_secs(5));
@@ -612,10 +724,13 @@ mod tests {
             _ => panic!("the denial it waited for is shared"),
         }
         assert!(
-            matches!(state.after_wait(rate, 2), AfterWait::Renew { .. }),
+            matches!(state.after_wait(rate, 2, SECOND), AfterWait::Renew { .. }),
             "a check that came after it asks the store"
         );
-        state.install(name(9), (sent, 0), None, None);
-        assert!(matches!(state.after_wait(rate, 2), AfterWait::Direct));
+        renewed(&mut state, 9, sent, None);
+        assert!(matches!(
+            state.after_wait(rate, 2, SECOND),
+            AfterWait::Direct
+        ));
     }
 }

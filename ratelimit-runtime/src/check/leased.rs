@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::deny_cache::Ticket;
-use super::lease::{AfterWait, GiveBack, Spent, lasts, max_size};
+use super::lease::{AfterWait, GiveBack, Renewal, Spent, lasts, max_size};
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
@@ -52,22 +52,28 @@ impl Shared {
         let timer = Timer::start();
         let lease = self.leases.lease(limit);
         let seen = self.leases.generation(limit);
-        let renewing = match lease.try_lock_arc() {
+        let renewing = match lease.try_lock() {
             Some(renewing) => renewing,
             // A renewal is on its way: its outcome, within the store's timeout (the renewal
             // itself is bounded by it), else a check of its own.
-            None => match runtime::timeout(self.store.timeout(), lease.lock_arc()).await {
+            None => match runtime::timeout(self.store.timeout(), lease.lock()).await {
                 Ok(renewing) => renewing,
                 Err(_) => return self.direct(scope, limit, None, None, ticket).await,
             },
         };
-        let (wanted, give_back) = match self.leases.after_wait(limit, seen.0) {
+        let after = self.leases.after_wait(limit, seen, self.store.timeout());
+        let (wanted, give_back, token, resets) = match after {
             AfterWait::Answered(decision) => {
                 drop(renewing);
                 self.settle_denial(ticket, limit, None);
                 return self.answered(scope, limit.key, Ok(decision), timer);
             }
-            AfterWait::Renew { wanted, give_back } => (wanted, give_back),
+            AfterWait::Renew {
+                wanted,
+                give_back,
+                token,
+                resets,
+            } => (wanted, give_back, token, resets),
             AfterWait::Direct => {
                 drop(renewing);
                 return self.direct(scope, limit, None, None, ticket).await;
@@ -75,6 +81,8 @@ impl Shared {
         };
         let Some(runtime) = Runtime::current() else {
             drop(renewing);
+            // The renewal never began: another may start at once.
+            self.leases.abandon(limit, token);
             self.settle_denial(ticket, limit, None);
             let error = StoreError::NoRuntime;
             let result = self.answer_by_policy(scope, limit, None, error);
@@ -83,9 +91,12 @@ impl Shared {
         if let Some(give_back) = give_back {
             self.give_back(&runtime, limit, give_back);
         }
+        // The lock stays with this caller: one that stops waiting lets the next check in,
+        // which then leaves the renewal on its way alone (its token) for up to the timeout.
         let outcome = self
-            .renew(runtime, limit, renewing, seen.1, wanted, ticket)
+            .renew(runtime, limit, (token, resets), wanted, ticket)
             .await;
+        drop(renewing);
         let result = match outcome {
             Ok(decision) => Ok(decision),
             Err(error) => self.answer_by_policy(scope, limit, None, error),
@@ -93,22 +104,19 @@ impl Shared {
         self.answered(scope, limit.key, result, timer)
     }
 
-    /// Renews the lease of `limit` (whose lock `renewing` holds, until the grant is installed;
-    /// `resets`: the key's resets when the renewal began) for up to `wanted` admissions, the
-    /// call at hand included, on `runtime` (so that it installs its grant even if its caller
-    /// stops waiting); returns the call's decision. A grant with a reserve sets a timer that
-    /// gives back what is left of it when it ends.
+    /// Renews the lease of `limit` (the renewal `token`, begun after `resets` resets of its
+    /// key) for up to `wanted` admissions, the call at hand included, on `runtime` (so that
+    /// it installs its grant even if its caller stops waiting); returns the call's decision.
+    /// A grant with a reserve sets a timer that gives back what is left of it when it ends.
     async fn renew(
         self: &Arc<Self>,
         runtime: Runtime,
         limit: LimitRef<'_>,
-        renewing: async_lock::MutexGuardArc<()>,
-        resets: u64,
+        (token, resets): (u64, u64),
         wanted: u32,
         ticket: Option<Ticket>,
     ) -> Result<Decision, StoreError> {
         let shared = Arc::clone(self);
-        let lease = Arc::clone(async_lock::MutexGuardArc::source(&renewing));
         let (key, rate) = (limit.key.to_owned(), limit.rate);
         let part = self.store.part_of(limit);
         let timers = runtime.clone();
@@ -121,19 +129,23 @@ impl Shared {
             let name = shared.store.admission();
             let sent = Instant::now();
             let outcome = shared.store.lease(limit, &name, wanted, lasts(rate)).await;
-            let replaced =
-                shared
-                    .leases
-                    .install(limit, name, (sent, resets), outcome.as_ref().ok());
-            drop(renewing);
-            if let (Some(replaced), Some(runtime)) = (replaced, Runtime::current()) {
-                shared.give_back(&runtime, limit, replaced);
+            let renewal = Renewal {
+                token,
+                name,
+                sent,
+                resets,
+            };
+            let back = shared.leases.install(limit, renewal, outcome.as_ref().ok());
+            let installed = back.as_ref().is_none_or(|back| back.name != name);
+            if let (Some(back), Some(runtime)) = (back, Runtime::current()) {
+                shared.give_back(&runtime, limit, back);
             }
             shared.settle_denial(ticket, limit, outcome.as_ref().ok().map(|g| &g.decision));
             let grant = outcome?;
-            if grant.reserved > 0 {
+            if grant.reserved > 0 && installed {
                 // The timer holds the lease, so that no sweep takes its entry before it ends.
                 let shared = Arc::clone(&shared);
+                let lease = shared.leases.lease(limit);
                 let ends_in = shared.leases.ends_in(limit);
                 timers.spawn(async move {
                     runtime::sleep(ends_in).await;

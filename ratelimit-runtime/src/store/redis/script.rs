@@ -562,17 +562,20 @@ pub(super) fn decode_lease(reply: &[i64], threshold: u64) -> Result<Grant, Store
         unreachable!("six numbers")
     };
     let reset_after = Duration::from_micros(reset_after);
-    let decision = if granted == 0 {
-        Decision::denied(threshold, Duration::from_micros(retry_after), reset_after)
-    } else {
-        Decision::admitted(threshold, threshold.saturating_sub(count), reset_after)
-    };
     let Ok(granted) = u32::try_from(granted) else {
         return Err(StoreError::Protocol("a lease larger than asked for".into()));
     };
+    let reserved = granted.saturating_sub(1);
+    let decision = if granted == 0 {
+        Decision::denied(threshold, Duration::from_micros(retry_after), reset_after)
+    } else {
+        let left = threshold.saturating_sub(count) + u64::from(reserved);
+        Decision::admitted(threshold, left, reset_after)
+    };
     Ok(Grant {
         decision,
-        reserved: granted.saturating_sub(1),
+        count,
+        reserved,
         now,
         lasts: Duration::from_micros(lasts),
     })
