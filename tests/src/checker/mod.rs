@@ -48,8 +48,8 @@
 //!   and the reserves of leases not given back (spent, or left to leave with their lease).
 //! - **State**: after quiet, every key under the prefix has a TTL.
 //! - **Liveness**: every call returned within its timeout (twice for two round trips: across
-//!   cluster slots, a reset of a log and counter in two slots; plus a wait's own limit) and
-//!   500 ms; no task panicked.
+//!   cluster slots, a reset of a log and counter in two slots, a leased check that waited for
+//!   its lease's renewal; plus a wait's own limit) and 500 ms; no task panicked.
 //!
 //! # Documented exceptions, and the rules that exclude them
 //!
@@ -371,7 +371,7 @@ async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
     });
     violations.extend(verdict.violations);
     let mut exceptions = verdict.exceptions;
-    violations.extend(liveness(&records));
+    violations.extend(liveness(&records, &traffic.hot));
     let mut operations: BTreeMap<&'static str, BTreeMap<&'static str, u64>> = BTreeMap::new();
     for record in &records {
         let outcome = match record.outcome {
@@ -406,13 +406,14 @@ async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
 }
 
 /// Every call returned within its bound.
-fn liveness(records: &[Record]) -> Vec<String> {
+fn liveness(records: &[Record], hot: &[Hot]) -> Vec<String> {
     records
         .iter()
         .filter(|record| record.took > record.bound)
         .map(|record| {
+            let keys: Vec<&str> = record.limits.iter().map(|&(i, _)| hot[i].key).collect();
             format!(
-                "liveness: {} by limiter {} started at {:.3} s took {:?} (bound {:?})",
+                "liveness: {} of {keys:?} by limiter {} started at {:.3} s took {:?} (bound {:?})",
                 record.kind.name(),
                 record.limiter,
                 record.started.as_secs_f64(),
@@ -564,7 +565,7 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
             .or_default() += 1;
     }
     let mut violations = verdict.violations;
-    violations.extend(liveness(&records));
+    violations.extend(liveness(&records, &hot));
     let topology = TopologyReport {
         name: "single server, focused: a stalled counter check's refund".to_owned(),
         operations,

@@ -169,7 +169,9 @@ impl Traffic {
             outcome: Outcome::Done,
             started: at,
             took: Duration::ZERO,
-            bound: self.bound(1, Duration::ZERO),
+            // A leased check may wait for its lease's renewal (at most the timeout), then make
+            // its own call.
+            bound: self.bound(if rate.is_leased() { 2 } else { 1 }, Duration::ZERO),
         };
         match draw {
             0..30 => {
@@ -246,7 +248,7 @@ impl Traffic {
             90..98 => {
                 record.kind = Kind::Wait;
                 let max_wait = Duration::from_millis(100 + rng.below(MAX_WAIT.as_millis() as u64));
-                record.bound = self.bound(2, max_wait);
+                record.bound = self.bound(if rate.is_leased() { 4 } else { 2 }, max_wait);
                 record.outcome = decided(limiter.until_ready(key, rate, max_wait).await);
             }
             _ => {
