@@ -47,7 +47,12 @@ def table(results):
     lines.append("| --- | --- | --- | --- |")
 
     def add(name, target_text, value, target, at_most, detail=""):
-        shown = "—" if value is None else f"{value:.3g}".rstrip()
+        if value is None:
+            shown = "—"
+        elif value >= 10:
+            shown = f"{value:,.1f}"
+        else:
+            shown = f"{value:.3g}"
         if detail:
             shown += f" ({detail})"
         lines.append(f"| {name} | {target_text} | {shown} | {verdict(value, target, at_most)} |")
