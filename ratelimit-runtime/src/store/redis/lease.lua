@@ -99,15 +99,21 @@ local function keep(newest)
   return reset_after
 end
 
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
-
-if redis.call('ZSCORE', key, base .. '.0') then
+-- Removes the reserve an earlier run of this lease recorded (members 1..wanted - 1), which
+-- nobody spent: its reply never reached the process.
+local function take_back_reserve()
   local j = 1
   while j < wanted do
     local last = math.min(j + CHUNK - 1, wanted - 1)
     redis.call('ZREM', key, unpack(members(j, last)))
     j = last + 1
   end
+end
+
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
+
+if redis.call('ZSCORE', key, base .. '.0') then
+  take_back_reserve()
   local count = redis.call('ZCARD', key)
   return {1, now, count, 0, newest_score() + period - now, 0}
 end
@@ -117,12 +123,7 @@ end
 -- checked afresh; left in place, its members would keep their earlier end, before this
 -- lease's.
 if wanted > 1 and redis.call('ZSCORE', key, base .. '.1') then
-  local j = 1
-  while j < wanted do
-    local last = math.min(j + CHUNK - 1, wanted - 1)
-    redis.call('ZREM', key, unpack(members(j, last)))
-    j = last + 1
-  end
+  take_back_reserve()
 end
 
 local count = redis.call('ZCARD', key)
