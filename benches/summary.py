@@ -113,9 +113,13 @@ def table(results):
             cache = "on" if r["deny_cache"] else "off"
             add(f"leases, 100 per minute, deny cache {cache}: p50 / not leased", "≤ 1.1", r["p50_ratio"], 1.1, True)
             add(f"leases, 100 per minute, deny cache {cache}: p99 / not leased", "≤ 1.1", r["p99_ratio"], 1.1, True)
-    for r in rows(results / "icount.jsonl"):
-        lines.append(f"| instructions per in-process check, {r['mode']} (callgrind) | — | "
-                     f"{r['per_check']} | |")
+    counts = {r["mode"]: r["per_check"] for r in rows(results / "icount.jsonl")}
+    for mode, per_check in counts.items():
+        reference = counts.get("governor-" + mode.rsplit("-", 1)[-1])
+        versus = f"{per_check / reference:.2f}× governor's" if reference and \
+            not mode.startswith("governor") and mode != "attribute" else ""
+        lines.append(f"| instructions per in-process check, {mode} (callgrind) | — | "
+                     f"{per_check} | {versus} |")
     return "\n".join(lines)
 
 
