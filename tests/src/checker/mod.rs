@@ -46,6 +46,10 @@
 //!   the calls whose outcome they could not know (errors, the failure policy's answers, and
 //!   denials of checks across cluster slots: a reservation a refund could not reach stays),
 //!   and the reserves of leases not given back (spent, or left to leave with their lease).
+//! - **No admission unrecorded**: per key, what the application servers were told was
+//!   admitted (refunds taken off) is at most what the servers recorded, plus the cost of the
+//!   refunds whose outcome they could not know. A limiter that spent more of a lease than it
+//!   reserved, or a reserve after giving it back, fails here.
 //! - **State**: after quiet, every key under the prefix has a TTL.
 //! - **Liveness**: every call returned within its timeout (twice for two round trips: across
 //!   cluster slots, a reset of a log and counter in two slots, a leased check that waited for

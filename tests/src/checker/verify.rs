@@ -735,6 +735,9 @@ fn exactness(
 /// is at most what the application servers were told was admitted, plus what may have been
 /// recorded unseen (errors, the policy's answers, denials of checks across cluster slots
 /// whose reservations a failed refund may leave, the reserves of leases not given back).
+/// And no admission goes unrecorded: what the callers were told was admitted is at most what
+/// the server holds, plus what refunds of unknown outcome may have taken back (a limiter that
+/// spent more of a lease than it reserved, or spent a reserve it gave back, fails here).
 fn accounting(
     inputs: &Inputs<'_>,
     server: &HashMap<String, i64>,
@@ -744,6 +747,7 @@ fn accounting(
     let mut told: HashMap<&str, i64> = HashMap::new();
     let mut admitted: HashMap<&str, i64> = HashMap::new();
     let mut unknown: HashMap<&str, i64> = HashMap::new();
+    let mut unknown_refunds: HashMap<&str, i64> = HashMap::new();
     for record in inputs.records {
         for &(hot, cost) in &record.limits {
             let key = inputs.hot[hot].key;
@@ -751,7 +755,7 @@ fn accounting(
             match (record.kind, record.outcome) {
                 (Kind::Peek | Kind::Reset, _) => {}
                 (Kind::Refund, Outcome::Done) => *told.entry(key).or_default() -= cost,
-                (Kind::Refund, _) => {}
+                (Kind::Refund, _) => *unknown_refunds.entry(key).or_default() += cost,
                 (_, Outcome::Admitted) => {
                     *told.entry(key).or_default() += cost;
                     *admitted.entry(key).or_default() += cost;
@@ -791,6 +795,18 @@ fn accounting(
             );
             let _ = write!(text, " ({} calls)", inputs.records.len());
             verdict.violation(text);
+        }
+        // The other way: every admission a caller was told of is one the servers recorded (a
+        // lease's reserve spent is one recorded at the lease), unless a refund whose outcome
+        // is unknown took it back.
+        let unsure = unknown_refunds.get(key.as_str()).copied().unwrap_or(0);
+        if told_admitted > held + unsure {
+            verdict.violation(format!(
+                "admissions not recorded: the application servers were told of {told_admitted} \
+                 admitted (cost, refunds taken off) of {key}, the servers recorded {held}, and \
+                 refunds of unknown outcome may have taken back at most {unsure} ({} calls)",
+                inputs.records.len()
+            ));
         }
     }
 }
