@@ -112,6 +112,12 @@ impl Limiter {
         }
     }
 
+    /// The state its clones share, for the check path's own tests.
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// A limiter whose every check fails with `reason` and is answered by `policy`: what the
     /// process-wide default becomes when its environment holds a malformed URL.
     pub(crate) fn misconfigured(reason: Cow<'static, str>, policy: FailurePolicy) -> Limiter {

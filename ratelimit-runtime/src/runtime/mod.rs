@@ -107,13 +107,26 @@ pub(crate) async fn yield_now() {
 }
 
 /// `future`'s output, or [`Elapsed`] (and the future dropped) once `limit` passes first, on
-/// the current runtime's timers (Tokio's, else smol's).
-pub(crate) async fn timeout<F: Future>(limit: Duration, future: F) -> Result<F::Output, Elapsed> {
+/// the current runtime's timers (Tokio's, else smol's, as the caller finds them).
+///
+/// Not an `async fn`: one would keep `future` twice, as its argument and in the timer's
+/// future it awaits (and so would each `async fn` around it), which made a Redis check's
+/// call 22 KB, copied on every check. Awaited where it is made, as every caller does.
+pub(crate) fn timeout<F: Future>(
+    limit: Duration,
+    future: F,
+) -> impl Future<Output = Result<F::Output, Elapsed>> {
+    use futures_util::FutureExt as _;
     #[cfg(feature = "smol")]
     if Tokio::current().is_none() {
-        return smol::timeout(limit, future).await.ok_or(Elapsed);
+        return futures_util::future::Either::Right(
+            smol::timeout(limit, future).map(|output| output.ok_or(Elapsed)),
+        );
     }
-    tokio::timeout(limit, future).await.ok_or(Elapsed)
+    let tokio = tokio::timeout(limit, future).map(|output| output.map_err(|_| Elapsed));
+    #[cfg(feature = "smol")]
+    let tokio = futures_util::future::Either::Left(tokio);
+    tokio
 }
 
 /// Tokio's clock, which its sleeps follow (paused in tests under `tokio::time::pause`); outside
@@ -142,6 +155,16 @@ impl<T: Send + 'static> HandOff<T> {
             future: Some(Box::pin(future)),
             runtime,
         }
+    }
+}
+
+#[cfg(test)]
+impl<T: Send + 'static> HandOff<T> {
+    /// The size of the future it boxes (0 once it completed).
+    pub(crate) fn boxed_size(&self) -> usize {
+        self.future
+            .as_ref()
+            .map_or(0, |future| std::mem::size_of_val(&**future))
     }
 }
 

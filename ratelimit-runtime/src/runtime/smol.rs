@@ -5,10 +5,7 @@
 //! `smol-comp` feature) makes its connections there too when no Tokio runtime is current.
 
 use std::future::Future;
-use std::pin::pin;
 use std::time::Duration;
-
-use futures_util::future::{Either, select};
 
 /// Runs `future` as a task of smol's global executor, detached.
 pub(super) fn spawn(future: impl Future<Output = ()> + Send + 'static) {
@@ -26,10 +23,16 @@ pub(super) async fn yield_now() {
 }
 
 /// `future`'s output, or `None` (and the future dropped) once `limit` passes first, on
-/// async-io's timers.
-pub(super) async fn timeout<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
-    match select(pin!(future), smol::Timer::after(limit)).await {
-        Either::Left((output, _)) => Some(output),
-        Either::Right(_) => None,
-    }
+/// async-io's timers. Not an `async fn`, which would keep `future` twice (see
+/// [`timeout`](super::timeout)).
+pub(super) fn timeout<F: Future>(
+    limit: Duration,
+    future: F,
+) -> impl Future<Output = Option<F::Output>> {
+    use smol::future::FutureExt as _;
+    // `or` prefers the call's output when both are ready.
+    futures_util::FutureExt::map(future, Some).or(async move {
+        smol::Timer::after(limit).await;
+        None
+    })
 }

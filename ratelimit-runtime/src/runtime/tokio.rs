@@ -39,10 +39,10 @@ pub(super) async fn yield_now() {
     ::tokio::task::yield_now().await;
 }
 
-/// `future`'s output, or `None` (and the future dropped) once `limit` passes first, on the
+/// `future`'s output, or an error (and the future dropped) once `limit` passes first, on the
 /// Tokio runtime's time driver.
-pub(super) async fn timeout<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
-    ::tokio::time::timeout(limit, future).await.ok()
+pub(super) fn timeout<F: Future>(limit: Duration, future: F) -> ::tokio::time::Timeout<F> {
+    ::tokio::time::timeout(limit, future)
 }
 
 /// Whether `handle`'s runtime has its time and I/O drivers. Tokio tells only by panicking

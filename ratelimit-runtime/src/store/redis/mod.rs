@@ -189,7 +189,9 @@ impl RedisStore {
                 };
                 script::decode_limits(&self.exchange(call).await?, &limits)?
             } else {
-                self.check_all(&limits, &self.admission(), at).await?
+                // Boxed: a rare way (a cost above 1 through `check`), whose future would
+                // otherwise size every check's.
+                Box::pin(self.check_all(&limits, &self.admission(), at)).await?
             };
             return answer
                 .decisions
@@ -409,8 +411,7 @@ impl RedisStore {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
-        let exchange = self.run_script(&runtime, call);
-        let result = match timeout(self.timeout, exchange).await {
+        let result = match timeout(self.timeout, self.run_script(&runtime, call)).await {
             Ok(result) => result,
             Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
         };
@@ -562,6 +563,14 @@ impl RedisStore {
         if let Some(connection) = self.cached(id) {
             return Ok(connection);
         }
+        // Boxed: connecting's future is large, and every check's future would carry it.
+        Box::pin(self.connect(runtime)).await
+    }
+
+    /// [`connection`](RedisStore::connection)'s slow path: connects, one caller at a time,
+    /// unless another caller connected meanwhile.
+    async fn connect(&self, runtime: &Runtime) -> Result<Connection, StoreError> {
+        let id = runtime.id();
         let _gate = self.connecting.lock().await;
         if let Some(connection) = self.cached(id) {
             return Ok(connection);
