@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
+use smol_str::SmolStr;
 
 use crate::decision::Decision;
 use crate::limit::{Grant, Limit, LimitRef};
@@ -83,8 +84,9 @@ pub(super) enum Spent {
 /// The leases, their state under the table's one lock (a leased check takes one lock).
 #[derive(Default)]
 struct Table {
-    /// Keyed by std's `RandomState` (SipHash with a random key): keys are the callers'.
-    leases: HashMap<(Box<str>, Rate), Entry, RandomState>,
+    /// Keyed by std's `RandomState` (SipHash with a random key): keys are the callers'. A key
+    /// of up to 23 bytes is kept inline (`SmolStr`), so that a look-up reads no other memory.
+    leases: HashMap<(SmolStr, Rate), Entry, RandomState>,
     /// The table's size that triggers the next sweep.
     sweep_at: usize,
 }
@@ -535,8 +537,8 @@ impl State {
 #[derive(Hash)]
 struct Borrowed<'a>(&'a str, Rate);
 
-impl hashbrown::Equivalent<(Box<str>, Rate)> for Borrowed<'_> {
-    fn equivalent(&self, key: &(Box<str>, Rate)) -> bool {
+impl hashbrown::Equivalent<(SmolStr, Rate)> for Borrowed<'_> {
+    fn equivalent(&self, key: &(SmolStr, Rate)) -> bool {
         *key.0 == *self.0 && key.1 == self.1
     }
 }
