@@ -54,6 +54,11 @@ impl Shared {
         let seen = self.leases.generation(limit);
         let renewing = match lease.try_lock() {
             Some(renewing) => renewing,
+            // Outside a runtime there are no timers to wait with: the check goes on its own
+            // (and is answered by the failure policy).
+            None if Runtime::current().is_none() => {
+                return self.direct(scope, limit, None, None, ticket).await;
+            }
             // A renewal is on its way: its outcome, within the store's timeout (the renewal
             // itself is bounded by it), else a check of its own.
             None => match runtime::timeout(self.store.timeout(), lease.lock()).await {
@@ -188,5 +193,46 @@ impl Shared {
                 shared.forget_denials([key.as_str()]);
             }
         });
+    }
+}
+
+// Without smol: with it, smol's executor takes a check made outside Tokio.
+#[cfg(all(test, not(feature = "smol")))]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use crate::error::{RateLimitError, StoreError};
+    use crate::limit::LimitRef;
+    use crate::{FailurePolicy, Limiter, Rate};
+
+    /// A leased check polled outside any runtime while its lease is being renewed (elsewhere)
+    /// answers by the failure policy: it used to wait for the renewal on Tokio's timers,
+    /// which panic outside a runtime.
+    #[test]
+    fn a_leased_check_outside_a_runtime_during_a_renewal_answers_by_policy() {
+        let limiter = Limiter::builder()
+            .redis_url("redis://127.0.0.1:1/")
+            .failure_policy(FailurePolicy::Closed)
+            .build()
+            .unwrap();
+        let rate = Rate::new(1_000, Duration::from_secs(60)).unwrap().leased();
+        let limit = LimitRef {
+            key: "k",
+            rate,
+            cost: 1,
+        };
+        // A renewal on its way: its lock held.
+        let lease = limiter.shared().leases.lease(limit);
+        let _renewing = lease.try_lock().expect("nobody renews yet");
+        let mut context = Context::from_waker(Waker::noop());
+        let mut check = pin!(limiter.check("k", rate));
+        let Poll::Ready(Err(RateLimitError::Unavailable(StoreError::NoRuntime))) =
+            check.as_mut().poll(&mut context)
+        else {
+            panic!("expected an immediate `Unavailable` answer");
+        };
     }
 }

@@ -30,9 +30,11 @@ pub(super) fn timeout<F: Future>(
     future: F,
 ) -> impl Future<Output = Option<F::Output>> {
     use smol::future::FutureExt as _;
-    // `or` prefers the call's output when both are ready.
+    // The timer starts now, not once the call first waits; `or` prefers the call's output
+    // when both are ready.
+    let timer = smol::Timer::after(limit);
     futures_util::FutureExt::map(future, Some).or(async move {
-        smol::Timer::after(limit).await;
+        timer.await;
         None
     })
 }
