@@ -319,6 +319,7 @@ async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
     });
     let limiters = limiters(&servers, &prefix, cluster, config.full).await;
     let epoch = Instant::now();
+    let epoch_micros = now_micros();
     let traffic = Arc::new(Traffic {
         limiters,
         hot: ops::hot_limits(),
@@ -369,6 +370,7 @@ async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
     let verdict = verify::judge(&verify::Inputs {
         taps,
         wipes,
+        epoch_micros,
         records: &records,
         hot: &traffic.hot,
         prefix: &prefix,
@@ -512,6 +514,7 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
         tokio::time::sleep(Duration::from_micros(period.as_micros() as u64 - within)).await;
     }
     let epoch = Instant::now();
+    let epoch_micros = now_micros();
     let mut records = Vec::new();
     let mut call = async |cost: u32, stall: bool| {
         if stall {
@@ -550,6 +553,7 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
     let verdict = verify::judge(&verify::Inputs {
         taps: lines,
         wipes: Vec::new(),
+        epoch_micros,
         records: &records,
         hot: &hot,
         prefix: &prefix,
