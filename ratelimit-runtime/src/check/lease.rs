@@ -32,8 +32,7 @@
 //! own, side by side. A rate whose lease could hold no reserve (a threshold below 32) is never
 //! leased: its checks are plain ones.
 
-use std::hash::RandomState;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::hash::{Hash, Hasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -67,8 +66,6 @@ pub(crate) struct Leases {
     /// With the deny cache on, its time to live: a lease's last denial answers the checks
     /// that find it spent, while it lasts (at most that long), as the deny cache would.
     deny_ttl: Option<Duration>,
-    /// The checks those denials answered (counted among the deny cache's answers).
-    denials_answered: AtomicU64,
 }
 
 /// What a look at a lease found, without I/O.
@@ -84,11 +81,28 @@ pub(super) enum Spent {
 /// The leases, their state under the table's one lock (a leased check takes one lock).
 #[derive(Default)]
 struct Table {
-    /// Keyed by std's `RandomState` (SipHash with a random key): keys are the callers'. A key
-    /// of up to 23 bytes is kept inline (`SmolStr`), so that a look-up reads no other memory.
-    leases: HashMap<(SmolStr, Rate), Entry, RandomState>,
+    /// Keyed by std's `RandomState` (SipHash with a random key): keys are the callers'.
+    leases: HashMap<Leased, Entry, RandomState>,
     /// The table's size that triggers the next sweep.
     sweep_at: usize,
+    /// The checks that leases' denials answered (counted among the deny cache's answers),
+    /// counted under the lock the check holds anyway.
+    denials_answered: u64,
+}
+
+/// A lease's key in the table: a key and a rate. Hashed by the key alone (a key checked
+/// under several rates is rare, and hashing the rate's fields too cost each look-up), and a
+/// key of up to 23 bytes is kept inline (`SmolStr`), so that a look-up reads no other memory.
+#[derive(PartialEq, Eq)]
+struct Leased {
+    key: SmolStr,
+    rate: Rate,
+}
+
+impl Hash for Leased {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key.as_str().hash(state);
+    }
 }
 
 /// One key's lease under one rate.
@@ -244,13 +258,12 @@ impl Leases {
         Leases {
             table: Mutex::default(),
             deny_ttl,
-            denials_answered: AtomicU64::new(0),
         }
     }
 
     /// The checks a lease's last denial answered.
     pub(crate) fn denials_answered(&self) -> u64 {
-        self.denials_answered.load(Ordering::Relaxed)
+        self.lock().denials_answered
     }
 
     /// Spends a member of the reserve of `limit`'s lease, without I/O, if it holds one; or,
@@ -258,6 +271,7 @@ impl Leases {
     #[inline]
     pub(super) fn spend(&self, limit: LimitRef<'_>) -> Spent {
         let mut table = self.lock();
+        let table = &mut *table;
         let Some(Entry { state, .. }) = table.leases.get_mut(&Borrowed(limit.key, limit.rate))
         else {
             return Spent::Nothing;
@@ -268,7 +282,7 @@ impl Leases {
         }
         match state.denied {
             Some((denial, when, until)) if at < until => {
-                self.denials_answered.fetch_add(1, Ordering::Relaxed);
+                table.denials_answered += 1;
                 Spent::Denied(counted_down(denial, when, at))
             }
             Some(_) => {
@@ -282,7 +296,7 @@ impl Leases {
     /// Drops the remembered denials of `key`'s leases (a refund or a reset freed its window).
     pub(crate) fn forget_denials(&self, key: &str) {
         let mut table = self.lock();
-        for ((leased, _), entry) in &mut table.leases {
+        for (Leased { key: leased, .. }, entry) in &mut table.leases {
             if **leased == *key {
                 entry.state.denied = None;
             }
@@ -294,7 +308,7 @@ impl Leases {
     /// their leases end.)
     pub(crate) fn forget_where(&self, mut forgotten: impl FnMut(&str) -> bool) {
         let mut table = self.lock();
-        for ((key, _), entry) in &mut table.leases {
+        for (Leased { key, .. }, entry) in &mut table.leases {
             if forgotten(key) {
                 entry.state.left = 0;
                 entry.state.resets += 1;
@@ -323,7 +337,7 @@ impl Leases {
             state: State::new(),
             lease: Arc::clone(&lease),
         };
-        table.leases.insert((limit.key.into(), limit.rate), entry);
+        table.leases.insert(Leased::of(limit), entry);
         lease
     }
 
@@ -339,7 +353,7 @@ impl Leases {
         let lease = Lease::default();
         table
             .leases
-            .insert((limit.key.into(), limit.rate), Entry { state, lease });
+            .insert(Leased::of(limit), Entry { state, lease });
         answer
     }
 
@@ -533,13 +547,28 @@ impl State {
 }
 
 /// A lease's key in the table, borrowed, so that a check looks its lease up without copying
-/// its key.
-#[derive(Hash)]
+/// its key; hashed as [`Leased`] is, by the key alone.
 struct Borrowed<'a>(&'a str, Rate);
 
-impl hashbrown::Equivalent<(SmolStr, Rate)> for Borrowed<'_> {
-    fn equivalent(&self, key: &(SmolStr, Rate)) -> bool {
-        *key.0 == *self.0 && key.1 == self.1
+impl Hash for Borrowed<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl hashbrown::Equivalent<Leased> for Borrowed<'_> {
+    fn equivalent(&self, leased: &Leased) -> bool {
+        *leased.key == *self.0 && leased.rate == self.1
+    }
+}
+
+impl Leased {
+    /// The table's key of `limit`'s lease.
+    fn of(limit: LimitRef<'_>) -> Leased {
+        Leased {
+            key: limit.key.into(),
+            rate: limit.rate,
+        }
     }
 }
 
