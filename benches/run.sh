@@ -57,12 +57,15 @@ if command -v valgrind >/dev/null; then
   echo "== 8. instructions per in-process check (callgrind: 300,000 checks less 100,000, quanta's calibration left out)" >&2
   cg=$(mktemp)
   for mode in deny admit attribute counter-deny counter-admit governor-deny governor-admit; do
+    # governor's, the reference, from a binary of its own (`icount_governor deny|admit`).
+    binary=icount; arg=$mode
+    if [[ $mode == governor-* ]]; then binary=icount_governor; arg=${mode#governor-}; fi
     # The run's instructions, less those of the clock's one-time calibration against the OS
     # clock (quanta's, in a `OnceCell`), whose count varies from run to run by tens of
     # instructions per check; what remains is the same in every run.
     count() {
       valgrind --tool=callgrind --callgrind-out-file="$cg" \
-        "${CARGO_TARGET_DIR:-target}/release/icount" "$mode" "$1" >/dev/null 2>&1
+        "${CARGO_TARGET_DIR:-target}/release/$binary" "$arg" "$1" >/dev/null 2>&1
       callgrind_annotate --inclusive=yes "$cg" | python3 -c 'import re,sys
 total = calibration = 0
 for line in sys.stdin:

@@ -2,9 +2,9 @@
 //! the machine is (criterion's times do): `icount <deny|admit|attribute|counter-deny|counter-admit>
 //! <checks>` makes that many checks of one key, denied (threshold 1), admitted (threshold
 //! 2^32 - 1, an hour's period) or through a named `#[rate_limit]` function, on one thread;
-//! the `counter-` modes are the first two under a sliding window counter; `governor-deny` and
-//! `governor-admit` are governor's `check_key` on the same key with the same quotas, the
-//! reference the in-process ratios are taken against.
+//! the `counter-` modes are the first two under a sliding window counter. Governor's
+//! counts, the reference, are `icount_governor`'s (a binary of its own, so that this one's
+//! code, and so its counts, stay as they were).
 //!
 //! ```sh
 //! cargo build --release -p benches --bin icount
@@ -17,16 +17,11 @@
 //! is the cost of one check: see BENCHMARKS.md.
 
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ratelimit_runtime::{Algorithm, Limiter, Rate, RateLimitError, rate_limit};
 use tests::counting_alloc::poll_ready as ready;
-
-/// The modes, for the usage message.
-const MODES: &str = "deny|admit|attribute|counter-deny|counter-admit|governor-deny|governor-admit";
 
 static LIMITER: LazyLock<Limiter> = LazyLock::new(Limiter::memory);
 
@@ -43,7 +38,7 @@ fn main() {
         arguments.next(),
         arguments.next().map(|checks| checks.parse::<u64>()),
     ) else {
-        eprintln!("usage: icount <{MODES}> <checks>");
+        eprintln!("usage: icount <deny|admit|attribute|counter-deny|counter-admit> <checks>");
         std::process::exit(2);
     };
     let deny = Rate::new(1, Duration::from_secs(3600)).expect("a valid rate");
@@ -52,12 +47,6 @@ fn main() {
         ready(LIMITER.check(black_box("key"), rate))
             .expect("in-process checks do not fail")
             .allowed
-    };
-    let governor = |quota: Quota| {
-        let governor: DefaultKeyedRateLimiter<&str> = RateLimiter::keyed(quota);
-        (0..checks)
-            .filter(|_| governor.check_key(&black_box("key")).is_ok())
-            .count()
     };
     let admitted = match mode.as_str() {
         "deny" => (0..checks).filter(|_| check(deny)).count(),
@@ -69,10 +58,10 @@ fn main() {
         "counter-admit" => (0..checks)
             .filter(|_| check(admit.with_algorithm(COUNTER)))
             .count(),
-        "governor-deny" => governor(Quota::per_hour(NonZeroU32::MIN)),
-        "governor-admit" => governor(Quota::per_second(NonZeroU32::MAX)),
         other => {
-            eprintln!("unknown mode `{other}`: one of {MODES}");
+            eprintln!(
+                "unknown mode `{other}`: deny, admit, attribute, counter-deny or counter-admit"
+            );
             std::process::exit(2);
         }
     };
