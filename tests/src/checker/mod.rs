@@ -48,8 +48,10 @@
 //!   and the reserves of leases not given back (spent, or left to leave with their lease).
 //! - **No admission unrecorded**: per key, what the application servers were told was
 //!   admitted (refunds taken off) is at most what the servers recorded, plus the cost of the
-//!   refunds whose outcome they could not know. A limiter that spent more of a lease than it
-//!   reserved, or a reserve after giving it back, fails here.
+//!   refunds whose outcome they could not know and of the calls admitted while the server was
+//!   killed (the tap may miss a command whose reply the stalled proxy delivered after the
+//!   restart). A limiter that spent more of a lease than it reserved, or a reserve after
+//!   giving it back, fails here.
 //! - **State**: after quiet, every key under the prefix has a TTL.
 //! - **Liveness**: every call returned within its timeout (twice for two round trips: across
 //!   cluster slots, a reset of a log and counter in two slots, a leased check that waited for

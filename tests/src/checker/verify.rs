@@ -738,8 +738,9 @@ fn exactness(
 /// recorded unseen (errors, the policy's answers, denials of checks across cluster slots
 /// whose reservations a failed refund may leave, the reserves of leases not given back).
 /// And no admission goes unrecorded: what the callers were told was admitted is at most what
-/// the server holds, plus what refunds of unknown outcome may have taken back (a limiter that
-/// spent more of a lease than it reserved, or spent a reserve it gave back, fails here).
+/// the server holds, plus what refunds of unknown outcome may have taken back and the calls
+/// admitted across a server kill (a limiter that spent more of a lease than it reserved, or
+/// spent a reserve it gave back, fails here).
 fn accounting(
     inputs: &Inputs<'_>,
     server: &HashMap<String, i64>,
@@ -761,13 +762,7 @@ fn accounting(
         started.saturating_sub(1_000) <= wipe && wipe <= ended + 1_000
     };
     for record in inputs.records {
-        if record.outcome == Outcome::Admitted
-            && inputs.wipes.iter().any(|&wipe| under_way(record, wipe))
-        {
-            for &(hot, cost) in &record.limits {
-                *across_wipe.entry(inputs.hot[hot].key).or_default() += i64::from(cost);
-            }
-        }
+        let spans_wipe = inputs.wipes.iter().any(|&wipe| under_way(record, wipe));
         for &(hot, cost) in &record.limits {
             let key = inputs.hot[hot].key;
             let cost = i64::from(cost);
@@ -778,6 +773,9 @@ fn accounting(
                 (_, Outcome::Admitted) => {
                     *told.entry(key).or_default() += cost;
                     *admitted.entry(key).or_default() += cost;
+                    if spans_wipe {
+                        *across_wipe.entry(key).or_default() += cost;
+                    }
                 }
                 (Kind::CheckAll, Outcome::Denied) if record.cross_slot => {
                     *unknown.entry(key).or_default() += cost;
