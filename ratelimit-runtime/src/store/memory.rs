@@ -149,6 +149,7 @@ impl Counter {
 
     /// The verdict on a call of `cost` in `window` (a cost of 0 always fits); admitted, the
     /// call is added to `window`.
+    #[inline(always)]
     fn verdict(window: &mut Window, cost: u32) -> Verdict {
         let cost = u64::from(cost);
         if cost == 0 || window.fits(cost) {
@@ -381,13 +382,46 @@ impl MemoryStore {
     }
 
     fn verdict_now(&self, key: &str, rate: Rate, now: Now) -> Verdict {
+        if rate.is_counter() {
+            return self.counter_verdict_now(key, rate, now);
+        }
+        self.verdict_locked(key, rate, now, Shard::check_log)
+    }
+
+    /// [`verdict_now`](MemoryStore::verdict_now) of a sliding window counter: its whole
+    /// path in one function (the log's is another), since the calls between its steps were
+    /// a tenth of its instructions (callgrind, `icount counter-deny`: 689 per check as
+    /// three functions, 634 as one; the log's unchanged).
+    #[inline(never)]
+    fn counter_verdict_now(&self, key: &str, rate: Rate, now: Now) -> Verdict {
+        self.verdict_locked(key, rate, now, Shard::check_counter)
+    }
+
+    /// The verdict of `check` on `key` under its shard's lock, after the shard's sweep when
+    /// one is due (and another shard's then, once the lock is released).
+    #[inline(always)]
+    fn verdict_locked(
+        &self,
+        key: &str,
+        rate: Rate,
+        now: Now,
+        check: impl FnOnce(&mut Shard, &SipHasher13, u64, &str, Rate, Now, usize) -> Option<Verdict>,
+    ) -> Verdict {
         let hash = self.hash(key);
         let mut shard = self.shards[self.shard_index(hash)]
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let swept = shard.sweep_if_due(now);
-        let verdict = shard.check(&self.hasher, hash, key, rate, now, self.shard_capacity);
+        let verdict = check(
+            &mut shard,
+            &self.hasher,
+            hash,
+            key,
+            rate,
+            now,
+            self.shard_capacity,
+        );
         drop(shard);
         if swept {
             self.sweep_another(now);
@@ -602,10 +636,10 @@ impl MemoryStore {
 }
 
 impl Shard {
-    /// Checks the key `key`, whose hash is `hash`, against `rate` for a call of cost 1, and
-    /// records its log when it is new; `None` when it is new and the shard holds `capacity`
-    /// keys even after sweeping.
-    fn check(
+    /// Checks the key `key`, whose hash is `hash`, against `rate` (a sliding window log's)
+    /// for a call of cost 1, and records its log when it is new; `None` when it is new and
+    /// the shard holds `capacity` keys even after sweeping.
+    fn check_log(
         &mut self,
         hasher: &SipHasher13,
         hash: u64,
@@ -614,9 +648,6 @@ impl Shard {
         now: Now,
         capacity: usize,
     ) -> Option<Verdict> {
-        if rate.is_counter() {
-            return self.check_counter(hasher, hash, key, rate, now, capacity);
-        }
         if let Some(log) = self.find(hash, key) {
             return Some(log.check(rate, now));
         }
@@ -629,9 +660,8 @@ impl Shard {
         Some(verdict)
     }
 
-    /// [`check`](Shard::check) of a sliding window counter, out of line: inlined, it made the
-    /// log's path 15 instructions longer (callgrind, `icount deny`), for 45 fewer here.
-    #[inline(never)]
+    /// [`check_log`](Shard::check_log) of a sliding window counter.
+    #[inline(always)]
     fn check_counter(
         &mut self,
         hasher: &SipHasher13,
