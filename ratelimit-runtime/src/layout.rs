@@ -40,13 +40,18 @@ use crate::decisions::{MAX_WINDOW_LEN, write_window};
 /// backslashes, which no key of the attribute or the layers ends with.
 pub(crate) const COUNTER_SUFFIX: &str = "#swc";
 
-/// Whether `key` (as a check names it, before the Redis key prefix) is the name a counter's
-/// hash takes in Redis: it ends with [`COUNTER_SUFFIX`] after an even run of backslashes.
-/// Such a key, given by hand, would share its Redis key with the counter of the key without
-/// the suffix; no key of the attribute or the layers ends so (their `#` is escaped).
-pub(crate) fn is_counter_name(key: &str) -> bool {
-    key.strip_suffix(COUNTER_SUFFIX)
-        .is_some_and(|rest| rest.bytes().rev().take_while(|&byte| byte == b'\\').count() % 2 == 0)
+/// Whether `key` (as a check names it, before the Redis key prefix) may be the name a
+/// counter's hash takes in Redis: the counter of the key without [`COUNTER_SUFFIX`].
+///
+/// A key of the attribute or the layers (`escaped`) ends so only after an even run of
+/// backslashes: its own `#` is escaped, so `E(text)\#swc` names no counter of theirs. A key
+/// given by hand is the caller's text, unescaped: whatever comes before the suffix may end
+/// a key of its own (`user:evil\#swc` is the counter of `user:evil\`), so any such key is
+/// one.
+pub(crate) fn is_counter_name(key: &str, escaped: bool) -> bool {
+    key.strip_suffix(COUNTER_SUFFIX).is_some_and(|rest| {
+        !escaped || rest.bytes().rev().take_while(|&byte| byte == b'\\').count() % 2 == 0
+    })
 }
 
 /// Between a scope and its key.
@@ -422,15 +427,19 @@ mod tests {
 
     #[test]
     fn hand_keys_that_name_a_counter_are_told_apart_from_escaped_ones() {
-        assert!(is_counter_name("user:42#swc"));
-        assert!(is_counter_name("#swc"));
-        assert!(is_counter_name(r"a\\#swc"));
-        assert!(!is_counter_name("user:42"));
-        assert!(!is_counter_name("user:42swc"));
-        // The attribute's keys escape a key's `#`.
+        for escaped in [false, true] {
+            assert!(is_counter_name("user:42#swc", escaped));
+            assert!(is_counter_name("#swc", escaped));
+            assert!(is_counter_name(r"a\\#swc", escaped));
+            assert!(!is_counter_name("user:42", escaped));
+            assert!(!is_counter_name("user:42swc", escaped));
+        }
+        // By hand, after any run of backslashes: `a\#swc` is the counter of the hand key `a\`.
+        assert!(is_counter_name(r"a\#swc", false));
+        // The attribute's keys escape a key's `#`: their `\#swc` ends no counter's name.
         let stored = crate::__private::scoped_key("login", "bob#swc");
         assert!(stored.ends_with(COUNTER_SUFFIX));
-        assert!(!is_counter_name(&stored), "{stored}");
+        assert!(!is_counter_name(&stored, true), "{stored}");
     }
     #[test]
     fn the_layout_escapes_every_free_text_component() {

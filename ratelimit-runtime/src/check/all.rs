@@ -231,7 +231,7 @@ impl Shared {
             Access::Remote
                 if refs
                     .iter()
-                    .any(|limit| crate::layout::is_counter_name(limit.key)) =>
+                    .any(|limit| crate::layout::is_counter_name(limit.key, scope.is_some())) =>
             {
                 Err(super::answer::counter_name_error())
             }

@@ -87,7 +87,8 @@ impl Shared {
         explicit: bool,
         timer: Timer,
     ) -> Next {
-        if crate::layout::is_counter_name(limit.key) {
+        // The attribute's and the layer's keys (scoped) are escaped; a hand key is not.
+        if crate::layout::is_counter_name(limit.key, scope.is_some()) {
             return Next::Answered(Err(counter_name_error()));
         }
         // A leased rate's reserve is spent first, an admission the store made already (even

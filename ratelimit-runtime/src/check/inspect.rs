@@ -39,7 +39,8 @@ impl Shared {
         let decision = if let Access::InProcess(store) = self.store.access() {
             store.peek(key, rate, at)
         } else {
-            if crate::layout::is_counter_name(key) {
+            // A look, as a reset, takes the attribute's keys as it writes them (escaped) too.
+            if crate::layout::is_counter_name(key, true) {
                 return Err(super::answer::counter_name_error());
             }
             let owned = key.to_owned();
@@ -79,8 +80,9 @@ impl Shared {
             store.remove(key);
             return Ok(());
         }
-        if crate::layout::is_counter_name(key) {
-            // It would delete the counter of the key without the suffix.
+        if crate::layout::is_counter_name(key, true) {
+            // It would delete the counter of the key without the suffix. A reset takes the
+            // attribute's keys as it writes them too (escaped), and names any key by design.
             return Err(super::answer::counter_name_error());
         }
         let owned = key.to_owned();

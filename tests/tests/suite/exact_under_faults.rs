@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use ratelimit_runtime::{Algorithm, FailurePolicy, Limiter, Rate, RateLimitError};
+use ratelimit_runtime::{Algorithm, FailurePolicy, Limit, Limiter, Rate, RateLimitError};
 use redis::AsyncCommands as _;
 use tests::{TestRedis, connected, unique_prefix};
 
@@ -174,15 +174,24 @@ async fn a_hand_key_that_names_a_counter_hash_is_turned_away() {
     let log = Rate::new(2, hour).unwrap();
     connected(&limiter, "warm-up").await;
     assert!(limiter.check("user:42", counter).await.unwrap().allowed);
+    // `user:42\` (a caller's choice too) is a key of its own, whose counter is
+    // `user:42\#swc`: a hand key names a counter after any run of backslashes.
+    assert!(limiter.check("user:42\\", counter).await.unwrap().allowed);
     for checked in [
         limiter.check("user:42#swc", log).await,
         limiter.check_n("user:42#swc", log, 2).await,
+        limiter.check("user:42\\#swc", log).await,
     ] {
         assert!(
             matches!(checked, Err(RateLimitError::InvalidInput(_))),
             "{checked:?}"
         );
     }
+    let all = limiter.check_all([Limit::new("user:42\\#swc", log)]).await;
+    assert!(
+        matches!(all, Err(RateLimitError::InvalidInput(_))),
+        "{all:?}"
+    );
     // Nor may a look or a reset name it: the reset would delete `user:42`'s counter.
     let peeked = limiter.peek("user:42#swc", log).await;
     assert!(
@@ -194,9 +203,14 @@ async fn a_hand_key_that_names_a_counter_hash_is_turned_away() {
         matches!(reset, Err(RateLimitError::InvalidInput(_))),
         "{reset:?}"
     );
-    // The counter is still the store's, and enforced.
-    assert!(limiter.check("user:42", counter).await.unwrap().allowed);
-    let third = limiter.check("user:42", counter).await.unwrap();
-    assert!(!third.allowed && !third.answered_by_policy(), "{third:?}");
+    // The counters are still the store's, and enforced.
+    for key in ["user:42", "user:42\\"] {
+        assert!(limiter.check(key, counter).await.unwrap().allowed);
+        let third = limiter.check(key, counter).await.unwrap();
+        assert!(
+            !third.allowed && !third.answered_by_policy(),
+            "{key} {third:?}"
+        );
+    }
     assert_eq!(limiter.policy_answers(), 0);
 }
