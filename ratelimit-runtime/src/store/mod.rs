@@ -121,7 +121,9 @@
 //! - **A lease whose outcome is unknown is never spent** (a timeout, a lost reply, replicas
 //!   that did not acknowledge it). Resent after a lost connection, a log's lease is
 //!   recognised by its member `<lease>.0`: the call counts once, and the reserve the first
-//!   run recorded is removed (nobody spends it). A counter's lease is never resent.
+//!   run recorded is removed (nobody spends it); only a resend the client marks removes it, so
+//!   that a first send delayed past its resend (a proxy that held it) cannot remove the reserve
+//!   the process is spending. A counter's lease is never resent.
 //! - A reset forgets the reserves with the key; the process that reset it drops its own
 //!   leases of the key, other processes spend theirs until their leases end (at most a
 //!   sixteenth of the threshold each, for at most a sixteenth of the period or a second).

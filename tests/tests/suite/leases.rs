@@ -366,6 +366,30 @@ fn lease_script() -> redis::Script {
     ))
 }
 
+/// One run of `lease.lua` on `key`, `(period, threshold, wanted, lasts)`, for a log, named
+/// `name`; `marked`: `"1"` for a resend the client marks, else `""`.
+async fn lease_run(
+    script: &redis::Script,
+    connection: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    (period, threshold, wanted, lasts): (u64, u64, u64, u64),
+    name: &str,
+    marked: &str,
+) -> Vec<i64> {
+    script
+        .key(key)
+        .arg(period)
+        .arg(threshold)
+        .arg(name)
+        .arg(wanted)
+        .arg(lasts)
+        .arg("l")
+        .arg(marked)
+        .invoke_async(connection)
+        .await
+        .unwrap()
+}
+
 /// The server's clock, µs since the Unix epoch.
 async fn server_now(connection: &mut redis::aio::MultiplexedConnection) -> u64 {
     let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await.unwrap();
@@ -387,17 +411,26 @@ async fn a_late_resend_of_a_log_lease_records_its_reserve_at_its_own_end() {
     let (period, threshold, wanted, lasts) = (2_000_000_u64, 320_u64, 20_u64, 1_000_000_u64);
     let script = lease_script();
     let run = async |connection: &mut redis::aio::MultiplexedConnection| -> Vec<i64> {
-        script
-            .key(&key)
-            .arg(period)
-            .arg(threshold)
-            .arg("lease-x")
-            .arg(wanted)
-            .arg(lasts)
-            .arg("l")
-            .invoke_async(connection)
-            .await
-            .unwrap()
+        lease_run(
+            &script,
+            connection,
+            &key,
+            (period, threshold, wanted, lasts),
+            "lease-x",
+            "",
+        )
+        .await
+    };
+    let resend = async |connection: &mut redis::aio::MultiplexedConnection| -> Vec<i64> {
+        lease_run(
+            &script,
+            connection,
+            &key,
+            (period, threshold, wanted, lasts),
+            "lease-x",
+            "1",
+        )
+        .await
     };
     let first = run(&mut connection).await;
     assert_eq!(first[0], 20, "the call and 19 reserved");
@@ -407,7 +440,7 @@ async fn a_late_resend_of_a_log_lease_records_its_reserve_at_its_own_end() {
         (server_now(&mut connection).await >= now1 + period + 50_000).then_some(())
     })
     .await;
-    let resent = run(&mut connection).await;
+    let resent = resend(&mut connection).await;
     let now2 = u64::try_from(resent[1]).unwrap();
     assert!(
         now2 < now1 + period + lasts,
@@ -430,6 +463,49 @@ async fn a_late_resend_of_a_log_lease_records_its_reserve_at_its_own_end() {
         recorded, 20,
         "the first run's reserve taken back, its call gone"
     );
+    redis.clean_up(&prefix).await;
+}
+
+/// A log lease's first send delayed past its resend (a proxy that held it while the client,
+/// its connection closed, resent the lease on another): the resend, marked, is granted and
+/// its reserve spent; the first send, run after it, must not take that reserve back (found by
+/// review: 67 uses in one window against 64). Run second, the first send removes nothing and
+/// is answered as the call alone; run first, as normal, its reserve is taken back by the
+/// resend (nobody read its reply).
+#[tokio::test]
+async fn a_first_send_run_after_its_resend_leaves_the_reserve_alone() {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-reordered");
+    let key = format!("{prefix}hot");
+    let mut connection = redis.connection().await;
+    let script = lease_script();
+    let shape = (60_000_000_u64, 320_u64, 20_u64, 1_000_000_u64);
+    // The resend runs first: granted, with its reserve.
+    let resent = lease_run(&script, &mut connection, &key, shape, "lease-y", "1").await;
+    assert_eq!(resent[0], 20, "the call and 19 reserved");
+    // The first send, run after it: nothing taken back, the call alone.
+    let first = lease_run(&script, &mut connection, &key, shape, "lease-y", "").await;
+    assert_eq!(
+        (first[0], first[5]),
+        (1, 0),
+        "the call alone, nothing reserved"
+    );
+    let recorded: u64 = connection.zcard(&key).await.unwrap();
+    assert_eq!(
+        recorded, 20,
+        "the reserve the process spends stays recorded"
+    );
+    // In the usual order, the resend takes back the first send's reserve, never read.
+    let first = lease_run(&script, &mut connection, &key, shape, "lease-z", "").await;
+    assert_eq!(first[0], 20);
+    let resent = lease_run(&script, &mut connection, &key, shape, "lease-z", "1").await;
+    assert_eq!(
+        (resent[0], resent[5]),
+        (1, 0),
+        "the call alone, counted once"
+    );
+    let recorded: u64 = connection.zcard(&key).await.unwrap();
+    assert_eq!(recorded, 21, "lease-y's 20 and lease-z's call");
     redis.clean_up(&prefix).await;
 }
 

@@ -14,6 +14,8 @@
 -- ARGV[4]  wanted: the call and the reserve (1 ..= 10,000).
 -- ARGV[5]  how long the lease lasts, integer microseconds (1 ..= the period).
 -- ARGV[6]  'c' for a sliding window counter; anything else for a log.
+-- ARGV[7]  '1' when the client resends the lease (it found its connection closed, so the
+--          first send may have run, and its reply reached nobody); empty otherwise.
 --
 -- Returns {granted (0: denied; else the call and granted - 1 reserved), now (µs, this server's
 -- TIME), count (the window's admissions with the lease: a counter's estimate), retry_after (µs
@@ -31,10 +33,13 @@
 --   by every check made after the reservation.
 -- Leases use the server's clock only: there is no explicit time.
 --
--- A lease resent after a lost connection (its log's member .0 recorded already) was never
--- spent: its reserve is removed, and the call at hand counts once, answered as granted alone;
--- resent so late that .0 has left the window, its reserve is removed all the same and the
--- call checked afresh.
+-- A lease resent after a lost connection (marked; its log's member .0 recorded already) was
+-- never spent: its reserve is removed, and the call at hand counts once, answered as granted
+-- alone; resent so late that .0 has left the window, its reserve is removed all the same and
+-- the call checked afresh. A second run that is not marked may be the first send itself,
+-- delayed past its resend (a proxy that held it), whose reserve the process is spending: it
+-- removes nothing, and is answered as the call alone (a reserve it leaves unspent only
+-- over-counts until it leaves the window).
 -- A counter keeps no member: a resend counts again (over-counting is safe), so the client
 -- never resends a counter's lease.
 
@@ -45,6 +50,7 @@ local threshold = tonumber(ARGV[2])
 local base = ARGV[3]
 local wanted = tonumber(ARGV[4])
 local lasts = tonumber(ARGV[5])
+local marked = ARGV[7] == '1'
 local time = redis.call('TIME')
 local micros = tostring(time[2])
 local score = time[1] .. string.sub('00000', #micros) .. micros
@@ -113,7 +119,9 @@ end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
 
 if redis.call('ZSCORE', key, base .. '.0') then
-  take_back_reserve()
+  if marked then
+    take_back_reserve()
+  end
   local count = redis.call('ZCARD', key)
   return {1, now, count, 0, newest_score() + period - now, 0}
 end
@@ -121,9 +129,14 @@ end
 -- A resend so late that the first run's call (.0, at its now) has left the window while its
 -- reserve (at its lease's end) has not: that reserve, never spent, is taken back, and the call
 -- checked afresh; left in place, its members would keep their earlier end, before this
--- lease's.
+-- lease's. Not marked, the reserve may be being spent: left alone, and the call checked
+-- afresh on its own (no reserve of this name can be recorded again).
 if wanted > 1 and redis.call('ZSCORE', key, base .. '.1') then
-  take_back_reserve()
+  if marked then
+    take_back_reserve()
+  else
+    wanted = 1
+  end
 end
 
 local count = redis.call('ZCARD', key)

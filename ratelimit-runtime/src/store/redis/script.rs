@@ -321,7 +321,8 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
                 .arg(lease)
                 .arg(wanted)
                 .arg(lasts)
-                .arg(if limit.rate.is_counter() { "c" } else { "l" });
+                .arg(if limit.rate.is_counter() { "c" } else { "l" })
+                .arg(if resend { "1" } else { "" });
             return command;
         }
         Call::Peek { limit, at, .. } => {
@@ -389,7 +390,8 @@ pub(super) async fn run(
         // balancer): the call may or may not have reached Redis. The script counts a member
         // once, so the same call is sent once more, on the connection the manager makes again
         // (marked as a resend for the script of several limits, which then looks for it in
-        // every limit before counting).
+        // every limit before counting, and for a lease's, which then takes back the reserve
+        // the first send may have recorded).
         result = exchange(connection, command(prefix, &call, false, true), wait, once).await;
     }
     if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
