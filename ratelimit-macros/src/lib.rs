@@ -118,9 +118,11 @@ use proc_macro::TokenStream;
 /// Optional: `lease = true` checks the limit through quota leases on a Redis store: each
 /// process reserves admissions of the key in one round trip and spends them without one,
 /// never admitting more than the threshold in any window (`Rate::leased`; the guide's
-/// `leases` page tells when it pays and what it trades). It serves a limit checked on its
-/// own at cost 1 (the plain form); in other forms, and in process, the limit is checked as
-/// without it. Not with [`rate`](#rate): lease the `Rate` (`rate = plan.rate().leased()`).
+/// `leases` page tells when it pays and what it trades). It serves one attribute's limit
+/// checked at cost 1 (with `decision` or `label` too); stacked, at another cost, with `count` or
+/// `shadow`, and in process, the limit is checked as without it, and so is a threshold below
+/// 32 (never leased). Not with [`rate`](#rate): lease the `Rate`
+/// (`rate = plan.rate().leased()`).
 ///
 /// # `key`
 ///
