@@ -366,6 +366,23 @@ impl ArgsBuilder {
             (None, None, Some(_)) => return Err(missing(whole, "period")),
             (None, Some(_), None) => return Err(missing(whole, "threshold")),
         };
+        if let RateArg::Fixed {
+            threshold,
+            leased: true,
+            ..
+        } = rate
+            && threshold < MIN_LEASED_THRESHOLD
+        {
+            let lease = self.fixed_names.iter().find(|name| *name == "lease");
+            return Err(error(
+                lease.expect("`leased` is set by a `lease` argument"),
+                format!(
+                    "`lease = true` does nothing at a threshold of {threshold}: a lease holds at \
+                     most a sixteenth of the threshold, so below {MIN_LEASED_THRESHOLD} it could \
+                     reserve nothing, and every call goes to the store; remove `lease`"
+                ),
+            ));
+        }
         let cost = match (self.cost, &rate) {
             (Some((CostArg::Literal(cost), written)), RateArg::Fixed { threshold, .. })
                 if cost > *threshold =>
@@ -861,6 +878,10 @@ fn algorithm(value: &Expr) -> syn::Result<bool> {
         }
     }
 }
+
+/// The lowest threshold a lease holds a reserve of (the runtime's `check::lease::max_size`:
+/// a sixteenth of the threshold, the call at hand included, is at least 2 from 32 on).
+const MIN_LEASED_THRESHOLD: u64 = 32;
 
 /// `lease = true`: a `bool` literal.
 fn lease(value: &Expr) -> syn::Result<bool> {

@@ -120,9 +120,9 @@ use proc_macro::TokenStream;
 /// never admitting more than the threshold in any window (`Rate::leased`; the guide's
 /// `leases` page tells when it pays and what it trades). It serves one attribute's limit
 /// checked at cost 1 (with `decision` or `label` too); stacked, at another cost, with `count` or
-/// `shadow`, and in process, the limit is checked as without it, and so is a threshold below
-/// 32 (never leased). Not with [`rate`](#rate): lease the `Rate`
-/// (`rate = plan.rate().leased()`).
+/// `shadow`, and in process, the limit is checked as without it. Below a threshold of 32 a
+/// lease could hold no reserve: `lease = true` there is an error. Not with [`rate`](#rate):
+/// lease the `Rate` (`rate = plan.rate().leased()`).
 ///
 /// # `key`
 ///

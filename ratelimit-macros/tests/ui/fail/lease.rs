@@ -10,4 +10,9 @@ async fn with_rate(plan: Rate, tenant: &str) -> Result<(), RateLimitError> {
     Ok(())
 }
 
+#[rate_limit(period = 60, threshold = 5, lease = true)]
+async fn below_a_leased_threshold() -> Result<(), RateLimitError> {
+    Ok(())
+}
+
 fn main() {}
