@@ -385,6 +385,10 @@ pub(super) async fn run(
     let mut result = exchange(connection, evalsha, wait, once).await;
     // A call that must run once fails instead: it may have run.
     let resent = !once && matches!(&result, Err(err) if err.is_connection_dropped());
+    // A marked lease takes back the reserve an earlier run of it recorded: it goes on the
+    // connection that never resends, so that no copy of it (redis-rs's cluster client resends
+    // a call whose connection dropped) can run after another copy's grant is being spent.
+    let marked_once = once || (resent && matches!(call, Call::Lease { .. }));
     if resent {
         // The connection was found closed (the server's idle timeout, a restart, a load
         // balancer): the call may or may not have reached Redis. The script counts a member
@@ -392,7 +396,13 @@ pub(super) async fn run(
         // (marked as a resend for the script of several limits, which then looks for it in
         // every limit before counting, and for a lease's, which then takes back the reserve
         // the first send may have recorded).
-        result = exchange(connection, command(prefix, &call, false, true), wait, once).await;
+        result = exchange(
+            connection,
+            command(prefix, &call, false, true),
+            wait,
+            marked_once,
+        )
+        .await;
     }
     if matches!(&result, Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
         // The server lost its scripts (restarted, failed over, `SCRIPT FLUSH`), so the call did
@@ -404,7 +414,13 @@ pub(super) async fn run(
         // live masters' keys from recovering after a restart or a failover, and each check
         // that met `NOSCRIPT` would cost a round trip to every master plus two to its own.
         // The other masters reload the script when their own checks meet `NOSCRIPT`.
-        result = exchange(connection, command(prefix, &call, true, resent), wait, once).await;
+        result = exchange(
+            connection,
+            command(prefix, &call, true, resent),
+            wait,
+            marked_once,
+        )
+        .await;
     }
     result
 }
