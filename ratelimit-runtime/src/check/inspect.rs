@@ -80,9 +80,10 @@ impl Shared {
             store.remove(key);
             return Ok(());
         }
-        if crate::layout::is_counter_name(key, true) {
-            // It would delete the counter of the key without the suffix. A reset takes the
-            // attribute's keys as it writes them too (escaped), and names any key by design.
+        if crate::layout::is_counter_name(key, false) {
+            // It would delete the counter of the key without the suffix (a hand key's: no
+            // backslash before the suffix escapes anything there; the attribute's keys are
+            // reset by `reset_scope`).
             return Err(super::answer::counter_name_error());
         }
         let owned = key.to_owned();
