@@ -995,11 +995,20 @@ fn scope_name(value: &Expr) -> syn::Result<LitStr> {
             Lit::Str(text) if text.value().is_empty() => {
                 Err(error(text, "`name` must not be empty"))
             }
-            Lit::Str(text) if text.value().starts_with('#') => Err(error(
-                text,
-                "`name` must not start with `#`, which begins the keys of stacked limits",
-            )),
-            Lit::Str(text) => Ok(text.clone()),
+            Lit::Str(text) => match text.value().chars().find(|c| SEPARATORS.contains(c)) {
+                // A name is a key as written (`name` without `key`): it may hold none of the
+                // characters the layout escapes in a caller's key, or a name such as
+                // `login/global` would be the log of `name = "login"`'s caller `global`.
+                Some(separator) => Err(error(
+                    text,
+                    format!(
+                        "`name` must not contain `{separator}`: `\\`, `/`, `@`, `#`, `{{` and \
+                         `}}` separate the parts of a limit's key; use e.g. `.` or `::` \
+                         (`name = \"api::login\"`)"
+                    ),
+                )),
+                None => Ok(text.clone()),
+            },
             _ => Err(error(
                 value,
                 "`name` must be a string literal, e.g. `name = \"login\"`",
@@ -1011,6 +1020,9 @@ fn scope_name(value: &Expr) -> syn::Result<LitStr> {
         )),
     }
 }
+
+/// The characters of the key layout that a caller's key has escaped (`guide::keys`).
+const SEPARATORS: [char; 6] = ['\\', '/', '@', '#', '{', '}'];
 
 /// `crate = "path::to::ratelimit_runtime"`.
 fn crate_path(value: &Expr) -> syn::Result<Path> {
@@ -1409,10 +1421,13 @@ mod tests {
             error_of(quote!(period = 1, threshold = 1, name = "")),
             "`name` must not be empty"
         );
-        assert_eq!(
-            error_of(quote!(period = 1, threshold = 1, name = "#login")),
-            "`name` must not start with `#`, which begins the keys of stacked limits"
-        );
+        for (name, separator) in [("#login", '#'), ("login/global", '/'), (r"a\b", '\\')] {
+            let message = error_of(quote!(period = 1, threshold = 1, name = #name));
+            assert!(
+                message.starts_with(&format!("`name` must not contain `{separator}`")),
+                "{message}"
+            );
+        }
         assert_eq!(
             error_of(quote!(period = 1, threshold = 1, name = login)),
             "`name` must be a string literal, e.g. `name = \"login\"`"

@@ -153,8 +153,10 @@ use proc_macro::TokenStream;
 ///
 /// # `name`
 ///
-/// Optional: sets the scope, a non-empty string literal not starting with `#`
-/// (`name = "login"`). Functions with the same `name` share their counters. Without it the scope is the function's
+/// Optional: sets the scope, a non-empty string literal without the characters that separate
+/// the parts of a key (`\`, `/`, `@`, `#`, `{`, `}`: `name = "login"`, `name = "api::login"`),
+/// so that no caller's key reaches a named limit's log. Functions with the same `name` share
+/// their counters. Without it the scope is the function's
 /// path, such as `app::handlers::login` or `app::Session<_>::login` (distinct for same-named
 /// methods of different types). Set a `name` to keep keys stable when code moves or the
 /// compiler changes: the default comes from `std::any::type_name`, whose output Rust does not

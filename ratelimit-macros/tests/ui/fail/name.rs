@@ -10,4 +10,9 @@ async fn not_a_string() -> Result<(), RateLimitError> {
     Ok(())
 }
 
+#[rate_limit(period = 3600, threshold = 10_000, name = "login/global")]
+async fn a_separator() -> Result<(), RateLimitError> {
+    Ok(())
+}
+
 fn main() {}
