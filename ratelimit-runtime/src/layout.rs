@@ -259,12 +259,13 @@ pub(crate) fn several_rates_key(scoped: &str, label: &str) -> String {
     key
 }
 
-/// The logs the attribute keeps for `scope` (a `name`, or a function's path) and `key` (the
-/// `key` argument's value; `None`: limits without a key), before the Redis key prefix, in
-/// the [module](self)'s layout: `E(scope)[/E(key)]`, also with `@<window>`; stacked,
-/// `#E(scope)[#<position>]/{E(key)}@<window>` or `#{E(scope)}[#<position>]@<window>`; and
-/// the counter of each (with [`COUNTER_SUFFIX`]). A layer's keys of one rate are one
-/// attribute's form.
+/// The logs the attribute and the layers keep for `scope` (a `name`, a function's path, a
+/// layer's scope) and `key` (the `key` argument's value, a layer's key; `None`: limits
+/// without a key), before the Redis key prefix, in the [module](self)'s layout:
+/// `E(scope)[/E(key)]`, also with `@<window>`; stacked,
+/// `#E(scope)[#<position>]/{E(key)}@<window>` or `#{E(scope)}[#<position>]@<window>`; a
+/// layer's of several rates, `{E(scope)/E(key)}@E(label)`; and the counter of each (with
+/// [`COUNTER_SUFFIX`]). A layer's keys of one rate are one attribute's form.
 pub(crate) struct ScopeKeys {
     /// `E(scope)`.
     scope: String,
@@ -297,12 +298,14 @@ impl ScopeKeys {
     /// Glob patterns (for Redis `SCAN ... MATCH`, after the escaped key prefix) that every
     /// other log and counter of the scope and key matches, each with a key of the same hash
     /// tag as every key it finds, when they share one (the stacked forms, whose tag is the
-    /// key or the scope; not when that tag would be empty); [`matches`](ScopeKeys::matches)
-    /// tells which of the keys they find are.
+    /// key or the scope, not when that tag would be empty; a layer's tagged forms, whose tag
+    /// is the plain key); [`matches`](ScopeKeys::matches) tells which of the keys they find
+    /// are.
     pub(crate) fn patterns(&self) -> Vec<(String, Option<String>)> {
         let scope = escape(&self.scope);
+        let plain = escape(&self.plain);
         // The plain key's own counter (`#swc`) and the windowed logs (`@`) and their counters.
-        let one = (format!("{}[{WINDOW}{STACKED}]*", escape(&self.plain)), None);
+        let one = (format!("{plain}[{WINDOW}{STACKED}]*"), None);
         match &self.key {
             Some(key) => {
                 // An empty tag (`{}`) makes Redis hash the whole key.
@@ -314,6 +317,11 @@ impl ScopeKeys {
                     (
                         format!("{STACKED}{scope}*{KEY}{{{key}}}{WINDOW}*"),
                         exemplar,
+                    ),
+                    // Never an empty tag: it holds the `/`.
+                    (
+                        format!("{{{plain}}}{WINDOW}*"),
+                        Some(format!("{{{}}}", self.plain)),
                     ),
                 ]
             }
@@ -346,6 +354,9 @@ impl ScopeKeys {
         {
             return true;
         }
+        if let Some(tail) = self.tagged_tail(stored) {
+            return is_escaped(tail);
+        }
         let Some(rest) = stored.strip_prefix(STACKED) else {
             return false;
         };
@@ -371,6 +382,33 @@ impl ScopeKeys {
             }
         }
     }
+
+    /// What follows `{E(scope)/E(key)}@` in `stored`, a layer's tagged key of the scope and
+    /// key, if it is one (never without a key).
+    fn tagged_tail<'s>(&self, stored: &'s str) -> Option<&'s str> {
+        self.key.as_ref()?;
+        stored
+            .strip_prefix('{')?
+            .strip_prefix(self.plain.as_str())?
+            .strip_prefix('}')?
+            .strip_prefix(WINDOW)
+    }
+}
+
+/// Whether `text` is `E` of some text: each `\` escapes one of `\`, `/`, `@`, `#`, `(`, `)`,
+/// and no special character is raw.
+fn is_escaped(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    while let Some(byte) = bytes.next() {
+        let valid = match byte {
+            b'\\' => matches!(bytes.next(), Some(b'\\' | b'/' | b'@' | b'#' | b'(' | b')')),
+            byte => !is_special(byte),
+        };
+        if !valid {
+            return false;
+        }
+    }
+    true
 }
 
 /// `rest` after a stacked limit's `#<position>`, if it starts with one.
@@ -536,6 +574,9 @@ mod tests {
             r"#app::\(\(closure\)\)::search#1/{alice}@1s",
             r"#app::\(\(closure\)\)::search#12/{alice}@1500ms",
             r"#app::\(\(closure\)\)::search/{alice}@1d#swc",
+            r"{app::\(\(closure\)\)::search/alice}@1h",
+            r"{app::\(\(closure\)\)::search/alice}@1h-2#swc",
+            r"{app::\(\(closure\)\)::search/alice}@\(\\\)",
         ] {
             assert!(keyed.matches(stored), "{stored}");
         }
@@ -550,6 +591,11 @@ mod tests {
             r"#app::\(\(closure\)\)::search#/{alice}@1s",
             r"#app::\(\(closure\)\)::search\#1/{alice}@1s",
             r"#{app::\(\(closure\)\)::search}#1@1s",
+            r"{app::\(\(closure\)\)::search/alicia}@1h",
+            r"{app::\(\(closure\)\)::search/alice}1h",
+            r"{app::\(\(closure\)\)::search/alice}@1h}",
+            r"{app::\(\(closure\)\)::search/alice}@1h\",
+            r"{app::\(\(closure\)\)::search/alice}@\x",
         ] {
             assert!(!keyed.matches(stored), "{stored}");
         }
@@ -569,6 +615,7 @@ mod tests {
             "login:15m",
             "#login/{x}@1d",
             "#{login}x@1d",
+            "{login}@1h",
         ] {
             assert!(!named.matches(stored), "{stored}");
         }
@@ -577,26 +624,34 @@ mod tests {
         };
         assert_eq!(
             globs(&ScopeKeys::new("a*b", Some("[k]"))),
-            [r"a\*b/\[k\][@#]*", r"#a\*b*/{\[k\]}@*"]
+            [r"a\*b/\[k\][@#]*", r"#a\*b*/{\[k\]}@*", r"{a\*b/\[k\]}@*"]
         );
         assert_eq!(
             globs(&ScopeKeys::new("a{", Some("\\"))),
-            [r"a\\(/\\\\[@#]*", r"#a\\(*/{\\\\}@*"]
+            [r"a\\(/\\\\[@#]*", r"#a\\(*/{\\\\}@*", r"{a\\(/\\\\}@*"]
         );
         assert_eq!(globs(&named), ["login[@#]*", "#{login}*"]);
-        // The stacked patterns' keys share the tag of their exemplar, unless it is empty.
+        // The stacked and the layer's patterns' keys share the tag of their exemplar, unless
+        // it is empty.
         let tags = |keys: &ScopeKeys| -> Vec<Option<String>> {
             keys.patterns().into_iter().map(|(_, tag)| tag).collect()
         };
         assert_eq!(tags(&named), [None, Some("#{login}".to_owned())]);
         assert_eq!(
             tags(&ScopeKeys::new("s", Some("u"))),
-            [None, Some("#s/{u}".to_owned())]
+            [None, Some("#s/{u}".to_owned()), Some("{s/u}".to_owned())]
         );
-        assert_eq!(tags(&ScopeKeys::new("s", Some(""))), [None, None]);
+        assert_eq!(
+            tags(&ScopeKeys::new("s", Some(""))),
+            [None, None, Some("{s/}".to_owned())]
+        );
         assert_eq!(
             tags(&ScopeKeys::new("s", Some("}x"))),
-            [None, Some(r"#s/{\)x}".to_owned())]
+            [
+                None,
+                Some(r"#s/{\)x}".to_owned()),
+                Some(r"{s/\)x}".to_owned())
+            ]
         );
     }
 
@@ -888,8 +943,8 @@ mod tests {
             }
         }
 
-        /// A scope and key's [`ScopeKeys`] match exactly its attribute's logs and their
-        /// counters; its patterns find each of them but the plain key (deleted by name), with
+        /// A scope and key's [`ScopeKeys`] match exactly its attribute's and layers' logs and
+        /// their counters; its patterns find each of them but the plain key (deleted by name), with
         /// the exemplar's hash tag when they have one.
         #[test]
         fn scope_keys_match_exactly_their_own(
@@ -909,13 +964,21 @@ mod tests {
                     }
                 }
             }
+            if let Some(key) = &key {
+                for counter in [false, true] {
+                    let several = Stored::Several { scope: scope.clone(), key: key.clone(), label: "1h".to_owned() };
+                    own.push((several, counter));
+                }
+            }
             let patterns = keys.patterns();
             for one in all.iter().cloned().chain(own) {
                 let stored = written(&one);
-                let mine = matches!(
-                    &one.0,
-                    Stored::Limit { scope: s, key: k, .. } if *s == scope && *k == key
-                );
+                let mine = match &one.0 {
+                    Stored::Limit { scope: s, key: k, .. } => *s == scope && *k == key,
+                    Stored::Several { scope: s, key: k, .. } => {
+                        *s == scope && key.as_ref() == Some(k)
+                    }
+                };
                 prop_assert_eq!(keys.matches(&stored), mine, "{}", stored);
                 if !mine || stored == keys.plain() {
                     continue;

@@ -350,28 +350,28 @@ impl Limiter {
         self.shared.reset(key)
     }
 
-    /// Forgets the attribute's logs of `scope` for the caller `key`: every limit of a
-    /// function (stacked or not, every period of a `rate = expr`) or of a `name`, so that a
-    /// support desk unblocks a customer by what it can name. `scope` is the attribute's
-    /// `name`, or the function's path (its default scope, as a denial's
-    /// [`Denied::scope`](crate::Denied::scope) names it without its `#<position>`); `key` the
-    /// `key` argument's value as `Display` writes it, `None` for limits without a key.
+    /// Forgets the attribute's and the axum layers' logs of `scope` for the caller `key`:
+    /// every limit of a function (stacked or not, every period of a `rate = expr`), of a
+    /// `name` or of a layer's scope, so that a support desk unblocks a customer by what it can
+    /// name. `scope` is the attribute's `name`, or the function's path (its default scope, as
+    /// a denial's [`Denied::scope`](crate::Denied::scope) names it without its
+    /// `#<position>`), or a layer's scope (`layer` by default); `key` the `key` argument's
+    /// value as `Display` writes it, or a layer's key, `None` for limits without a key.
     ///
-    /// It forgets the logs of every attribute form of the [key layout](crate::guide::keys)
-    /// (plain, with a window, stacked with or without a position) for that scope and key, and
-    /// the counter of each (`#swc` after it). A stacked limit with a `name` is that name's
-    /// scope, not its function's. The layout is injective: no other scope's or key's log is
-    /// forgotten, whatever the key values. The
-    /// in-process fallback of [`FailurePolicy::Local`] forgets the same. Returns how many
-    /// keys the store forgot.
+    /// It forgets the logs of every form of the [key layout](crate::guide::keys) (plain, with
+    /// a window, stacked with or without a position, a layer's of several rates) for that
+    /// scope and key, and the counter of each (`#swc` after it). A stacked limit with a `name`
+    /// is that name's scope, not its function's. The layout is injective: no other scope's or
+    /// key's log is forgotten, whatever the key values. The in-process fallback of
+    /// [`FailurePolicy::Local`] forgets the same. Returns how many keys the store forgot.
     ///
     /// In process it is one pass over the store's keys. On Redis it is `SCAN ... MATCH`, 1,000
-    /// keys per round trip, each within the timeout: for the stacked forms on the master that
-    /// owns their hash tag, for the others over the whole keyspace (every master of a
-    /// cluster, each by its address from `CLUSTER SLOTS`, scanned again if the slots moved
-    /// meanwhile); then `UNLINK` of the keys found: a support desk's tool, not a hot path.
-    /// It does not go through the circuit breakers, and a call in flight may still record
-    /// after it. For one key by its exact name, [`reset`](Limiter::reset).
+    /// keys per round trip, each within the timeout: for the stacked and the layers' tagged
+    /// forms on the master that owns their hash tag, for the others over the whole keyspace
+    /// (every master of a cluster, each by its address from `CLUSTER SLOTS`, scanned again if
+    /// the slots moved meanwhile); then `UNLINK` of the keys found: a support desk's tool, not
+    /// a hot path. It does not go through the circuit breakers, and a call in flight may still
+    /// record after it. For one key by its exact name, [`reset`](Limiter::reset).
     ///
     /// # Errors
     ///

@@ -10,6 +10,7 @@ use examples::router_layer::{RATE, router};
 use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
 use ratelimit_runtime::{Limiter, Rate};
 use support::{client, field, policy, rate_limit, retry_after_range, serve};
+use tests::{TestRedis, unique_prefix};
 
 use crate::support::http as support;
 
@@ -225,4 +226,86 @@ async fn a_layer_takes_a_sliding_window_counter_beside_a_log() {
     let denied = call().await;
     assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(denied.headers().get("retry-after").is_some());
+}
+
+/// `GET base/path` as `user`: the status and the `RateLimit` field (empty on a 400).
+async fn call_as(base: &str, path: &str, user: &str) -> (StatusCode, String) {
+    let response = client()
+        .get(format!("{base}{path}"))
+        .header("x-user", user)
+        .send()
+        .await
+        .unwrap();
+    let fields = response
+        .headers()
+        .get("ratelimit")
+        .map(|value| value.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (response.status(), fields)
+}
+
+fn rate(threshold: u64, period: Duration) -> Rate {
+    Rate::new(threshold, period).unwrap()
+}
+
+/// Two calls of `path` as `user` admitted, the third denied.
+async fn spend_two(base: &str, path: &str, user: &str) {
+    for n in 0..2 {
+        assert_eq!(
+            call_as(base, path, user).await.0,
+            StatusCode::OK,
+            "{path} {n}"
+        );
+    }
+    assert_eq!(
+        call_as(base, path, user).await.0,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{path}"
+    );
+}
+
+/// A layer of a scope of its own with several rates, a log and a counter, keyed as
+/// `{E(scope)/E(key)}@E(label)`: [`Limiter::reset_scope`] forgets the caller's keys and their
+/// counters (it forgot none), and no other caller's.
+async fn reset_scope_forgets_a_scoped_layers_keys_of_several_rates(limiter: Limiter) {
+    use ratelimit_runtime::Algorithm;
+
+    let minute = rate(2, Duration::from_secs(60));
+    let hourly =
+        rate(2, Duration::from_secs(3_600)).with_algorithm(Algorithm::SlidingWindowCounter);
+    let base = serve(
+        Router::new().route("/api", get(|| async { "ok" })).layer(
+            RateLimitLayer::new(limiter.clone(), minute, HeaderKey::new("x-user"))
+                .and_rate(hourly)
+                .scope("api"),
+        ),
+    )
+    .await;
+    spend_two(&base, "/api", "alice").await;
+    assert_eq!(call_as(&base, "/api", "bob").await.0, StatusCode::OK);
+
+    // The log and the counter.
+    assert_eq!(limiter.reset_scope("api", Some("alice")).await.unwrap(), 2);
+    assert_eq!(call_as(&base, "/api", "alice").await.0, StatusCode::OK);
+    assert_eq!(call_as(&base, "/api", "bob").await.0, StatusCode::OK);
+    assert_eq!(
+        call_as(&base, "/api", "bob").await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn reset_scope_forgets_a_scoped_layers_keys_of_several_rates_in_process() {
+    reset_scope_forgets_a_scoped_layers_keys_of_several_rates(Limiter::memory()).await;
+}
+
+#[tokio::test]
+async fn reset_scope_forgets_a_scoped_layers_keys_of_several_rates_on_redis() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("layer_reset_several");
+    reset_scope_forgets_a_scoped_layers_keys_of_several_rates(
+        tests::closed_redis_limiter(redis.url(), &prefix).await,
+    )
+    .await;
+    redis.clean_up(&prefix).await;
 }
