@@ -1,9 +1,9 @@
 //! The stored key layout of the attribute's and the layers' limits, written and read in this
-//! one place: the writers (`push_escaped`, [`Form`] and `push_limit_key`, `several_rates_key`)
-//! that `__private::scoped_key`, `__private::Stack` and the axum layer build their keys with,
-//! and the reader ([`ScopeKeys`]) by which
-//! [`Limiter::reset_scope`](crate::Limiter::reset_scope) forgets every limit of a function or a
-//! `name` for one caller.
+//! one place: the writers (`push_escaped`, [`Form`] and `push_limit_key`, `several_rates_key`,
+//! `rate_names` and `rate_key`) that `__private::scoped_key`, `__private::Stack` and the axum
+//! layer build their keys with, and the reader ([`ScopeKeys`]) by which
+//! [`Limiter::reset_scope`](crate::Limiter::reset_scope) forgets every limit of a function, a
+//! `name` or a layer's scope for one caller.
 //!
 //! Every free-text component (a scope: a `name` or a function's path; a caller's key; a
 //! layer's label) is written escaped, `E(text)`: `\` → `\\`, `/` → `\/`, `@` → `\@`,
@@ -17,13 +17,17 @@
 //!   `@<window>` (`login@15m`, `app::export/42@1h`);
 //! - stacked, keyed: `#E(name)/{E(key)}@<window>`, or `#E(function)#<position>/{E(key)}@<window>`
 //!   without a `name`; keyless: `#{E(name)}@<window>`, `#{E(function)}#<position>@<window>`;
-//! - the axum layer: one rate `E(scope)/E(key)` (one attribute's form), several rates
-//!   `{E(scope)/E(key)}@E(label)`;
+//! - the axum layer on a scope set by `.scope(..)`: one rate `E(scope)/E(key)` (one
+//!   attribute's form), several rates `{E(scope)/E(key)}@E(label)`; on the default scope
+//!   `layer`, each rate `{E(scope)/E(key)}@<threshold>/<window>` (`{layer/alice}@100/1s`),
+//!   with `-<nth>` after it for the `nth` (from 2) of one layer's rates named alike;
 //! - a sliding window counter's Redis hash: its limit's key and [`COUNTER_SUFFIX`], `#swc`.
 //!
 //! A `<window>` is a period as `write_window` writes it: digits and one of `us`, `ms`, `s`,
-//! `m`, `h`, `d`; a `<position>` the stacked attribute's, from 1. A stacked keyed limit's hash
-//! tag is `E(key)`, the key itself when it holds none of the escaped characters (`{alice}`).
+//! `m`, `h`, `d`; a `<threshold>` and a `<position>` (the stacked attribute's, from 1) are
+//! digits. After a layer's `}@`, a raw `/` tells a rate from a label, whose `E` has none. A
+//! stacked keyed limit's hash tag is `E(key)`, the key itself when it holds none of the escaped
+//! characters (`{alice}`); a layer's tagged keys', `E(scope)/E(key)`.
 //! Keys given by hand to [`Limiter::check`](crate::Limiter::check) are the caller's own text,
 //! unescaped: the caller's key space.
 
@@ -33,6 +37,8 @@ use std::ops::Range;
 use std::time::Duration;
 
 use crate::decisions::{MAX_WINDOW_LEN, write_window};
+#[cfg(any(feature = "axum", test))]
+use crate::rate::Rate;
 
 /// What a sliding window counter's key has after the key its limit names, in Redis: the
 /// counter is a hash, the log a sorted set, and one key cannot hold both (`WRONGTYPE`). The
@@ -259,13 +265,65 @@ pub(crate) fn several_rates_key(scoped: &str, label: &str) -> String {
     key
 }
 
+/// A rate as a layer's keys on the default scope name it: `<threshold>/<window>` (`100/1s`),
+/// and `-<nth>` after it for the `nth` (from 2) of one layer's rates named alike.
+#[cfg(any(feature = "axum", test))]
+fn rate_name(rate: Rate, nth: usize) -> String {
+    let mut name = String::with_capacity(RATE_NAME_MAX_LEN);
+    // Writing to a String cannot fail.
+    let _ = write!(name, "{}{KEY}", rate.threshold());
+    write_window(&mut name, rate.period());
+    if nth > 1 {
+        let _ = write!(name, "-{nth}");
+    }
+    name
+}
+
+/// The most bytes [`rate_name`] writes below a thousand rates alike: a threshold's 10 digits,
+/// the `/`, a window, `-<nth>`.
+#[cfg(any(feature = "axum", test))]
+const RATE_NAME_MAX_LEN: usize = 10 + 1 + MAX_WINDOW_LEN + 4;
+
+/// The names [`rate_name`] gives a layer's `rates`, in their order: each rate's, `-2` after
+/// the second of one threshold and period, `-3` after the third...
+#[cfg(any(feature = "axum", test))]
+pub(crate) fn rate_names(rates: &[Rate]) -> Vec<String> {
+    let alike = |a: &Rate, b: &Rate| (a.threshold(), a.period()) == (b.threshold(), b.period());
+    rates
+        .iter()
+        .enumerate()
+        .map(|(i, rate)| {
+            let earlier = rates[..i].iter().filter(|other| alike(other, rate)).count();
+            rate_name(*rate, earlier + 1)
+        })
+        .collect()
+}
+
+/// The key of a layer's rate named `name` (from [`rate_names`]) on the default scope,
+/// `{E(scope)/E(key)}@<name>`, allocated at its final size: its hash tag, the caller's, puts a
+/// request's limits in one Redis Cluster slot.
+#[cfg(any(feature = "axum", test))]
+pub(crate) fn rate_key(scope: &str, key: &str, name: &str) -> String {
+    let mut stored = String::with_capacity(escaped_len(scope) + escaped_len(key) + 4 + name.len());
+    stored.push('{');
+    push_escaped(&mut stored, scope);
+    stored.push(KEY);
+    push_escaped(&mut stored, key);
+    stored.push('}');
+    stored.push(WINDOW);
+    stored.push_str(name);
+    stored
+}
+
 /// The logs the attribute and the layers keep for `scope` (a `name`, a function's path, a
 /// layer's scope) and `key` (the `key` argument's value, a layer's key; `None`: limits
 /// without a key), before the Redis key prefix, in the [module](self)'s layout:
 /// `E(scope)[/E(key)]`, also with `@<window>`; stacked,
 /// `#E(scope)[#<position>]/{E(key)}@<window>` or `#{E(scope)}[#<position>]@<window>`; a
-/// layer's of several rates, `{E(scope)/E(key)}@E(label)`; and the counter of each (with
-/// [`COUNTER_SUFFIX`]). A layer's keys of one rate are one attribute's form.
+/// layer's of several rates, `{E(scope)/E(key)}@E(label)`, or on the default scope
+/// `{E(scope)/E(key)}@<threshold>/<window>[-<nth>]`; and the counter of each (with
+/// [`COUNTER_SUFFIX`]). A layer's keys of one rate on a scope set by `.scope(..)` are one
+/// attribute's form.
 pub(crate) struct ScopeKeys {
     /// `E(scope)`.
     scope: String,
@@ -355,7 +413,7 @@ impl ScopeKeys {
             return true;
         }
         if let Some(tail) = self.tagged_tail(stored) {
-            return is_escaped(tail);
+            return is_escaped(tail) || is_rate_name(tail);
         }
         let Some(rest) = stored.strip_prefix(STACKED) else {
             return false;
@@ -409,6 +467,21 @@ fn is_escaped(text: &str) -> bool {
         }
     }
     true
+}
+
+/// Whether `text` is a rate's name as [`rate_name`] writes one (`100/1s`, `5/1h-2`).
+fn is_rate_name(text: &str) -> bool {
+    let is_number = |text: &str| {
+        !text.is_empty() && !text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit())
+    };
+    let Some((threshold, rest)) = text.split_once(KEY) else {
+        return false;
+    };
+    let (window, nth) = match rest.split_once('-') {
+        Some((window, nth)) => (window, Some(nth)),
+        None => (rest, None),
+    };
+    is_number(threshold) && is_window(window) && nth.is_none_or(|nth| is_number(nth) && nth != "1")
 }
 
 /// `rest` after a stacked limit's `#<position>`, if it starts with one.
@@ -532,6 +605,30 @@ mod tests {
             several_rates_key(&scoped_key("api", "k"), "1h-2"),
             "{api/k}@1h-2"
         );
+        let rate = |threshold, secs| Rate::new(threshold, Duration::from_secs(secs)).unwrap();
+        let counter = rate(100, 1).with_algorithm(crate::rate::Algorithm::SlidingWindowCounter);
+        assert_eq!(
+            rate_names(&[
+                rate(100, 1),
+                rate(5, 3_600),
+                rate(100, 1),
+                counter,
+                rate(5, 60)
+            ]),
+            ["100/1s", "5/1h", "100/1s-2", "100/1s-3", "5/1m"]
+        );
+        let stored = rate_key("layer", "alice", "100/1s");
+        assert_eq!(stored, "{layer/alice}@100/1s");
+        assert_eq!(stored.capacity(), stored.len());
+        assert_eq!(
+            rate_key("layer", "a/b@c{", "5/1h-2"),
+            r"{layer/a\/b\@c\(}@5/1h-2"
+        );
+        // A label is escaped: its `/` is no rate's.
+        assert_ne!(
+            rate_key("api", "k", "1/1h"),
+            several_rates_key(&scoped_key("api", "k"), "1/1h")
+        );
         // The collisions of the layout `<scope>:<key>` are gone.
         assert_ne!(
             limit_key(Form::One, "login", Some("bob:1h"), None),
@@ -577,6 +674,8 @@ mod tests {
             r"{app::\(\(closure\)\)::search/alice}@1h",
             r"{app::\(\(closure\)\)::search/alice}@1h-2#swc",
             r"{app::\(\(closure\)\)::search/alice}@\(\\\)",
+            r"{app::\(\(closure\)\)::search/alice}@100/1s",
+            r"{app::\(\(closure\)\)::search/alice}@5/1h-2#swc",
         ] {
             assert!(keyed.matches(stored), "{stored}");
         }
@@ -596,6 +695,15 @@ mod tests {
             r"{app::\(\(closure\)\)::search/alice}@1h}",
             r"{app::\(\(closure\)\)::search/alice}@1h\",
             r"{app::\(\(closure\)\)::search/alice}@\x",
+            r"{app::\(\(closure\)\)::search/alice}@100/1s-1",
+            r"{app::\(\(closure\)\)::search/alice}@100/1s-02",
+            r"{app::\(\(closure\)\)::search/alice}@100/1s-",
+            r"{app::\(\(closure\)\)::search/alice}@0100/1s",
+            r"{app::\(\(closure\)\)::search/alice}@/1s",
+            r"{app::\(\(closure\)\)::search/alice}@100/",
+            r"{app::\(\(closure\)\)::search/alice}@100/1x",
+            r"{app::\(\(closure\)\)::search/alice}@100/1s/2",
+            r"{app::\(\(closure\)\)::search/alicia}@100/1s",
         ] {
             assert!(!keyed.matches(stored), "{stored}");
         }
@@ -704,6 +812,14 @@ mod tests {
             key: String,
             label: String,
         },
+        /// A layer's rate on the default scope, the `nth` of the layer's rates named alike.
+        Rated {
+            scope: String,
+            key: String,
+            threshold: u64,
+            window: Duration,
+            nth: usize,
+        },
     }
 
     impl Stored {
@@ -717,6 +833,16 @@ mod tests {
                 } => limit_key(*form, scope, key.as_deref(), *window),
                 Stored::Several { scope, key, label } => {
                     several_rates_key(&scoped_key(scope, key), label)
+                }
+                Stored::Rated {
+                    scope,
+                    key,
+                    threshold,
+                    window,
+                    nth,
+                } => {
+                    let rate = Rate::new(*threshold, *window).unwrap();
+                    rate_key(scope, key, &rate_name(rate, *nth))
                 }
             }
         }
@@ -747,7 +873,7 @@ mod tests {
             form,
             text(),
             proptest::option::of(text()),
-            proptest::option::of(window),
+            proptest::option::of(window.clone()),
         )
             .prop_map(|(form, scope, key, window)| Stored::Limit {
                 form,
@@ -761,8 +887,25 @@ mod tests {
             });
         let several = (text(), text(), prop_oneof![Just("1h".to_owned()), text()])
             .prop_map(|(scope, key, label)| Stored::Several { scope, key, label });
+        let rated = (
+            prop_oneof![Just("layer".to_owned()), text()],
+            text(),
+            select(&[1, 5, 100, 1_000_000, Rate::MAX_THRESHOLD][..]),
+            window,
+            prop_oneof![3 => Just(1_usize), 1 => 2_usize..13],
+        )
+            .prop_map(|(scope, key, threshold, window, nth)| Stored::Rated {
+                scope,
+                key,
+                threshold,
+                window,
+                nth,
+            });
         // Counter or log.
-        (prop_oneof![4 => limit, 1 => several], any::<bool>())
+        (
+            prop_oneof![4 => limit, 1 => several, 1 => rated],
+            any::<bool>(),
+        )
     }
 
     fn written((stored, counter): &(Stored, bool)) -> String {
@@ -866,14 +1009,50 @@ mod tests {
             let position: usize = text.parse().ok()?;
             (position.to_string() == text).then_some(Some(position))
         };
+        // Digits, the number's one spelling.
+        let number = |digits: &[Token]| -> Option<u64> {
+            let text: String = digits
+                .iter()
+                .map(|token| match token {
+                    Token::Raw(c) if c.is_ascii_digit() => Some(*c),
+                    _ => None,
+                })
+                .collect::<Option<_>>()?;
+            let number: u64 = text.parse().ok()?;
+            (number.to_string() == text).then_some(number)
+        };
         let stored = if raw(&mut rest, '{').is_some() {
             let scope = text(&mut rest, &['/'])?;
             raw(&mut rest, '/')?;
             let key = text(&mut rest, &['}'])?;
             raw(&mut rest, '}')?;
             raw(&mut rest, '@')?;
-            let label = text(&mut rest, &[])?;
-            Stored::Several { scope, key, label }
+            match rest.iter().position(|&token| token == Token::Raw('/')) {
+                // A rate: `<threshold>/<window>[-<nth>]`.
+                Some(slash) => {
+                    let threshold = number(&rest[..slash])?;
+                    let rate = &rest[slash + 1..];
+                    let (window_tokens, nth) =
+                        match rate.iter().position(|&token| token == Token::Raw('-')) {
+                            Some(dash) => {
+                                let nth = usize::try_from(number(&rate[dash + 1..])?).ok()?;
+                                (&rate[..dash], (nth > 1).then_some(nth)?)
+                            }
+                            None => (rate, 1),
+                        };
+                    Stored::Rated {
+                        scope,
+                        key,
+                        threshold,
+                        window: window(window_tokens)?,
+                        nth,
+                    }
+                }
+                None => {
+                    let label = text(&mut rest, &[])?;
+                    Stored::Several { scope, key, label }
+                }
+            }
         } else if raw(&mut rest, '#').is_some() {
             if raw(&mut rest, '{').is_some() {
                 let scope = text(&mut rest, &['}'])?;
@@ -927,8 +1106,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2_000, failure_persistence: None, ..ProptestConfig::default() })]
 
-        /// Distinct (form, scope, key, window, position, label, counter or log) are distinct
-        /// stored keys.
+        /// Distinct (form, scope, key, window, position, label, threshold, nth, counter or
+        /// log) are distinct stored keys.
         #[test]
         fn the_layout_is_injective(all in proptest::collection::vec(stored(), 2..24)) {
             for one in &all {
@@ -968,6 +1147,10 @@ mod tests {
                 for counter in [false, true] {
                     let several = Stored::Several { scope: scope.clone(), key: key.clone(), label: "1h".to_owned() };
                     own.push((several, counter));
+                    for nth in [1, 2] {
+                        let rated = Stored::Rated { scope: scope.clone(), key: key.clone(), threshold: 100, window: HOUR, nth };
+                        own.push((rated, counter));
+                    }
                 }
             }
             let patterns = keys.patterns();
@@ -975,7 +1158,7 @@ mod tests {
                 let stored = written(&one);
                 let mine = match &one.0 {
                     Stored::Limit { scope: s, key: k, .. } => *s == scope && *k == key,
-                    Stored::Several { scope: s, key: k, .. } => {
+                    Stored::Several { scope: s, key: k, .. } | Stored::Rated { scope: s, key: k, .. } => {
                         *s == scope && key.as_ref() == Some(k)
                     }
                 };
@@ -994,7 +1177,7 @@ mod tests {
         }
 
         /// The escape round-trips; a stacked keyed limit's hash tag is the escaped key, the
-        /// key itself without special characters.
+        /// key itself without special characters; a layer's tagged key's, the scoped key.
         #[test]
         fn tags_are_the_escaped_key(scope in text(), key in text(), plain in "[a-zA-Z0-9:._-]{1,12}") {
             let mut escaped = String::new();
@@ -1008,6 +1191,10 @@ mod tests {
             prop_assert_eq!(hash_tag(&stacked), Some(plain.as_str()));
             let scoped = scoped_key(&scope, &key);
             prop_assert_eq!(scoped.capacity(), scoped.len());
+            // A layer's tagged keys are tagged by `E(scope)/E(key)`.
+            let rated = rate_key(&scope, &key, "100/1s");
+            prop_assert_eq!(hash_tag(&rated), Some(scoped.as_str()));
+            prop_assert_eq!(rated.capacity(), rated.len());
             let unscoped = unscoped(&scope, &scoped);
             prop_assert_eq!(unscoped.as_deref(), Some(key.as_str()));
         }

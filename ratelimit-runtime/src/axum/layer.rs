@@ -18,12 +18,12 @@ use super::response::problem;
 use crate::__private::scoped_key;
 use crate::error::{Denied, RateLimitError};
 use crate::key::Key;
-use crate::layout::several_rates_key;
+use crate::layout::{rate_key, rate_names, several_rates_key};
 use crate::limit::Limit;
 use crate::limiter::Limiter;
 use crate::rate::Rate;
 
-/// The scope of a layer's keys when none is set: keys are `layer/<key>`.
+/// The scope of a layer's keys when none is set, whose keys name their rates.
 const DEFAULT_SCOPE: &str = "layer";
 
 /// Limits a whole router (or any tower service taking `http::Request`s): each request is
@@ -38,13 +38,14 @@ const DEFAULT_SCOPE: &str = "layer";
 /// - No key in the request: the [`on_missing_key`](RateLimitLayer::on_missing_key) response,
 ///   by default `400 Bad Request` with a problem+json body.
 ///
-/// The Redis key of a request is `<prefix>E(scope)/E(key)`, the scope `layer` unless set by
-/// [`scope`](RateLimitLayer::scope): give each layer with another rate its own scope, since a
-/// key is meant for one rate. A layer of several rates ([`and_rate`](RateLimitLayer::and_rate))
-/// keys each rate `<prefix>{E(scope)/E(key)}@E(window)`. `E` escapes `\`, `/`, `@`, `#`, `{`
-/// and `}` with a backslash (a brace as `\(`, `\)`), as the attribute does: no key a client
-/// sends reaches another scope's log (see the guide's `keys` page, whose table lists the
-/// layer's forms).
+/// A request's keys, after the limiter's key prefix: on the default scope, `layer`, one per
+/// rate, `{layer/E(key)}@<threshold>/<window>` (`{layer/alice}@100/1s`; `-2` after a rate
+/// given twice); on a scope set by [`scope`](RateLimitLayer::scope), `E(scope)/E(key)`, and
+/// with several rates ([`and_rate`](RateLimitLayer::and_rate)) `{E(scope)/E(key)}@E(window)`
+/// per rate, which name no rate (which layers share a log: the guide's `http` page). `E`
+/// escapes `\`, `/`, `@`, `#`, `{` and `}` with a backslash (a brace as `\(`, `\)`), as the
+/// attribute does: no key a client sends reaches another scope's log (see the guide's `keys`
+/// page, whose table lists the layer's forms).
 ///
 /// ```no_run
 /// use std::net::SocketAddr;
@@ -71,10 +72,13 @@ pub struct RateLimitLayer<K> {
 struct Config<K> {
     limiter: Limiter,
     rate: Rate,
-    /// The rates after the first ([`and_rate`](RateLimitLayer::and_rate)), each with the
-    /// label that ends its keys.
+    /// The rates after the first ([`and_rate`](RateLimitLayer::and_rate)), each with its
+    /// label, which ends its keys on a scope set by [`scope`](RateLimitLayer::scope).
     more: Vec<(Rate, String)>,
     scope: Cow<'static, str>,
+    /// On the default scope, each rate's name in its keys, the first rate's first; `None` on
+    /// a scope set by [`scope`](RateLimitLayer::scope).
+    rate_names: Option<Vec<String>>,
     key: Arc<K>,
     on_missing_key: Arc<dyn Fn(&Parts) -> Response + Send + Sync>,
 }
@@ -86,6 +90,7 @@ impl<K> Clone for Config<K> {
             rate: self.rate,
             more: self.more.clone(),
             scope: self.scope.clone(),
+            rate_names: self.rate_names.clone(),
             key: Arc::clone(&self.key),
             on_missing_key: Arc::clone(&self.on_missing_key),
         }
@@ -102,6 +107,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
                 rate,
                 more: Vec::new(),
                 scope: Cow::Borrowed(DEFAULT_SCOPE),
+                rate_names: Some(rate_names(&[rate])),
                 key: Arc::new(key),
                 on_missing_key: Arc::new(|_: &Parts| missing_key_response()),
             }),
@@ -113,31 +119,37 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     /// [`Limiter::check_all`]). Responses list every rate in `RateLimit-Policy` and
     /// `RateLimit`, each named by its window (`1s`, `1d`; `-2` after a window given twice).
     ///
-    /// With several rates, a request's keys are `{E(scope)/E(key)}@E(window)`: one per rate,
-    /// all with the same hash tag, so that in a Redis Cluster a request's limits share a slot
-    /// and are checked by one script in one round trip. (A layer of one rate keeps
-    /// `E(scope)/E(key)`: adding a second rate to a layer starts the first one's windows
+    /// A request's keys of several rates all have the same hash tag, `E(scope)/E(key)`, so
+    /// that in a Redis Cluster its limits share a slot and are checked by one script in one
+    /// round trip. (On a scope set by [`scope`](RateLimitLayer::scope), a layer of one rate
+    /// keeps `E(scope)/E(key)`: adding a second rate to it starts the first one's windows
     /// afresh, once.)
     #[must_use]
     pub fn and_rate(self, rate: Rate) -> Self {
         self.map_config(|config| {
-            let windows: Vec<Rate> = std::iter::once(config.rate)
+            let rates: Vec<Rate> = std::iter::once(config.rate)
                 .chain(config.more.iter().map(|(rate, _)| *rate))
                 .chain(std::iter::once(rate))
                 .collect();
-            let labels = crate::decisions::window_labels(&windows);
+            let labels = crate::decisions::window_labels(&rates);
             config.more.push((rate, String::new()));
             for ((_, label), new) in config.more.iter_mut().zip(labels.into_iter().skip(1)) {
                 *label = new;
             }
+            if let Some(names) = &mut config.rate_names {
+                *names = rate_names(&rates);
+            }
         })
     }
 
-    /// The scope of the layer's keys (default `layer`): keys are `E(scope)/E(key)`, and a denial's
-    /// message (sent as its `detail`) names the scope.
+    /// The scope of the layer's keys (default `layer`), which a denial's message (sent as its
+    /// `detail`) names: the keys no longer name their rates (see [`RateLimitLayer`]).
     #[must_use]
     pub fn scope(self, scope: impl Into<Cow<'static, str>>) -> Self {
-        self.map_config(|config| config.scope = scope.into())
+        self.map_config(|config| {
+            config.scope = scope.into();
+            config.rate_names = None;
+        })
     }
 
     /// The response to a request whose key cannot be extracted (default:
@@ -261,10 +273,13 @@ where
             if !config.more.is_empty() {
                 return several(&config, key, parts, body, inner).await;
             }
-            let scoped = scoped_key(&config.scope, &key);
+            let stored = match &config.rate_names {
+                Some(names) => rate_key(&config.scope, &key, &names[0]),
+                None => scoped_key(&config.scope, &key),
+            };
             let checked = config
                 .limiter
-                .checking(&config.scope, Key::Borrowed(&scoped), config.rate)
+                .checking(&config.scope, Key::Borrowed(&stored), config.rate)
                 .await;
             let decision = match checked {
                 Ok(decision) => decision,
@@ -301,7 +316,11 @@ where
     S: Service<Request<B>>,
     S::Response: IntoResponse,
 {
-    let scoped = scoped_key(&config.scope, &key);
+    // On a scope set by `scope`, the tag each label follows (no allocation otherwise).
+    let scoped = match config.rate_names {
+        Some(_) => String::new(),
+        None => scoped_key(&config.scope, &key),
+    };
     let first = crate::decisions::window(config.rate.period());
     let limits = std::iter::once((config.rate, first.as_str()))
         .chain(
@@ -310,8 +329,13 @@ where
                 .iter()
                 .map(|(rate, label)| (*rate, label.as_str())),
         )
-        .map(|(rate, label)| {
-            Limit::new(several_rates_key(&scoped, label), rate).with_label(label.to_owned())
+        .enumerate()
+        .map(|(index, (rate, label))| {
+            let stored = match &config.rate_names {
+                Some(names) => rate_key(&config.scope, &key, &names[index]),
+                None => several_rates_key(&scoped, label),
+            };
+            Limit::new(stored, rate).with_label(label.to_owned())
         })
         .collect();
     let decisions = match config.limiter.checking_all(&config.scope, limits).await {
@@ -386,45 +410,102 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
-    /// A layer of two rates: both listed on every response, a denial by either recorded by
-    /// neither.
+    /// A layer of two rates, on the default scope and on one of its own: both listed on every
+    /// response, a denial by either recorded by neither.
     #[tokio::test(flavor = "current_thread")]
     async fn limits_a_service_by_several_rates() {
         let burst = Rate::new(2, Duration::from_secs(1)).unwrap();
         let hourly = Rate::new(3, Duration::from_secs(3_600)).unwrap();
-        let service =
-            tower::service_fn(|_: Request<Body>| async { Ok::<_, std::convert::Infallible>("ok") });
-        let limiter = Limiter::memory();
-        let layer = RateLimitLayer::new(limiter.clone(), burst, HeaderKey::new("x-api-key"))
-            .and_rate(hourly)
-            .scope("api");
-        let service = layer.layer(service);
+        for (scope, hourly_key) in [(None, "{layer/k}@3/1h"), (Some("api"), "{api/k}@1h")] {
+            let service = tower::service_fn(|_: Request<Body>| async {
+                Ok::<_, std::convert::Infallible>("ok")
+            });
+            let limiter = Limiter::memory();
+            let mut layer =
+                RateLimitLayer::new(limiter.clone(), burst, HeaderKey::new("x-api-key"))
+                    .and_rate(hourly);
+            if let Some(scope) = scope {
+                layer = layer.scope(scope);
+            }
+            let service = layer.layer(service);
+            let request = || {
+                Request::builder()
+                    .header("x-api-key", "k")
+                    .body(Body::empty())
+                    .unwrap()
+            };
+            let first = service.clone().oneshot(request()).await.unwrap();
+            assert_eq!(first.status(), StatusCode::OK);
+            assert_eq!(
+                first.headers()["ratelimit-policy"],
+                r#""1s";q=2;w=1, "1h";q=3;w=3600"#
+            );
+            assert_eq!(
+                first.headers()["ratelimit"],
+                r#""1s";r=1;t=1, "1h";r=2;t=3600"#
+            );
+            service.clone().oneshot(request()).await.unwrap();
+            let denied = service.clone().oneshot(request()).await.unwrap();
+            assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(denied.headers()["retry-after"], "1");
+            assert_eq!(
+                denied.headers()["ratelimit"],
+                r#""1s";r=0;t=1, "1h";r=1;t=3600"#
+            );
+            // The hourly limit did not count the denied request: one is left.
+            let hour = limiter.check(hourly_key, hourly).await.unwrap();
+            assert_eq!((hour.allowed, hour.remaining), (true, 0), "{scope:?}");
+        }
+    }
+
+    /// On the default scope each rate's key names it, the same rate given twice in one layer
+    /// with `-2`; a scope set by `scope`, even `layer`, keys as the attribute does.
+    #[tokio::test(flavor = "current_thread")]
+    async fn default_scoped_keys_name_their_rates() {
+        let per_minute = Rate::new(2, Duration::from_secs(60)).unwrap();
         let request = || {
             Request::builder()
-                .header("x-api-key", "k")
+                .header("x-api-key", "a/b")
                 .body(Body::empty())
                 .unwrap()
         };
-        let first = service.clone().oneshot(request()).await.unwrap();
-        assert_eq!(first.status(), StatusCode::OK);
+        let remaining =
+            async |layer: RateLimitLayer<HeaderKey>, limiter: &Limiter, keys: &[&str]| {
+                let service = layer.layer(tower::service_fn(|_: Request<Body>| async {
+                    Ok::<_, std::convert::Infallible>("ok")
+                }));
+                let response = service.oneshot(request()).await.unwrap();
+                assert_eq!(response.status(), StatusCode::OK);
+                let mut remaining = Vec::new();
+                for key in keys {
+                    remaining.push(limiter.peek(key, per_minute).await.unwrap().remaining);
+                }
+                remaining
+            };
+        let limiter = Limiter::memory();
+        let one = RateLimitLayer::new(limiter.clone(), per_minute, HeaderKey::new("x-api-key"));
         assert_eq!(
-            first.headers()["ratelimit-policy"],
-            r#""1s";q=2;w=1, "1h";q=3;w=3600"#
+            remaining(one, &limiter, &[r"{layer/a\/b}@2/1m", r"layer/a\/b"]).await,
+            [1, 2]
         );
+        let limiter = Limiter::memory();
+        let twice = RateLimitLayer::new(limiter.clone(), per_minute, HeaderKey::new("x-api-key"))
+            .and_rate(per_minute);
         assert_eq!(
-            first.headers()["ratelimit"],
-            r#""1s";r=1;t=1, "1h";r=2;t=3600"#
+            remaining(
+                twice,
+                &limiter,
+                &[r"{layer/a\/b}@2/1m", r"{layer/a\/b}@2/1m-2"]
+            )
+            .await,
+            [1, 1]
         );
-        service.clone().oneshot(request()).await.unwrap();
-        let denied = service.clone().oneshot(request()).await.unwrap();
-        assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(denied.headers()["retry-after"], "1");
+        let limiter = Limiter::memory();
+        let named = RateLimitLayer::new(limiter.clone(), per_minute, HeaderKey::new("x-api-key"))
+            .scope("layer");
         assert_eq!(
-            denied.headers()["ratelimit"],
-            r#""1s";r=0;t=1, "1h";r=1;t=3600"#
+            remaining(named, &limiter, &[r"{layer/a\/b}@2/1m", r"layer/a\/b"]).await,
+            [2, 1]
         );
-        // The hourly limit did not count the denied request: one is left.
-        let hour = limiter.check("{api/k}@1h", hourly).await.unwrap();
-        assert_eq!((hour.allowed, hour.remaining), (true, 0));
     }
 }

@@ -10,7 +10,7 @@ use examples::router_layer::{RATE, router};
 use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
 use ratelimit_runtime::{Limiter, Rate};
 use support::{client, field, policy, rate_limit, retry_after_range, serve};
-use tests::{TestRedis, unique_prefix};
+use tests::{STATE_DEADLINE, TestRedis, unique_prefix, wait_for};
 
 use crate::support::http as support;
 
@@ -228,6 +228,23 @@ async fn a_layer_takes_a_sliding_window_counter_beside_a_log() {
     assert!(denied.headers().get("retry-after").is_some());
 }
 
+/// A router of `routes`, each under a layer of its own on the default scope, all with
+/// `limiter`, keyed by the `x-user` header.
+fn default_scoped(limiter: &Limiter, routes: &[(&'static str, &[Rate])]) -> Router {
+    routes.iter().fold(Router::new(), |router, &(path, rates)| {
+        let (first, more) = rates.split_first().expect("a rate");
+        let layer = more.iter().fold(
+            RateLimitLayer::new(limiter.clone(), *first, HeaderKey::new("x-user")),
+            |layer, rate| layer.and_rate(*rate),
+        );
+        router.merge(
+            Router::new()
+                .route(path, get(|| async { "ok" }))
+                .layer(layer),
+        )
+    })
+}
+
 /// `GET base/path` as `user`: the status and the `RateLimit` field (empty on a 400).
 async fn call_as(base: &str, path: &str, user: &str) -> (StatusCode, String) {
     let response = client()
@@ -246,6 +263,119 @@ async fn call_as(base: &str, path: &str, user: &str) -> (StatusCode, String) {
 
 fn rate(threshold: u64, period: Duration) -> Rate {
     Rate::new(threshold, period).unwrap()
+}
+
+/// Two routes under default-scoped layers keyed alike, `/login` at 3 per minute and
+/// `/search` at 100 per minute (issue 34): three searches spend nothing of the login's
+/// budget (they shared one log, and `/login` answered 429). A third route at the login's
+/// rate shares its budget; another user has budgets of their own.
+async fn default_scoped_layers_of_two_rates_keep_two_logs(limiter: Limiter) {
+    let minute = Duration::from_secs(60);
+    let base = serve(default_scoped(
+        &limiter,
+        &[
+            ("/login", &[rate(3, minute)]),
+            ("/search", &[rate(100, minute)]),
+            ("/signup", &[rate(3, minute)]),
+        ],
+    ))
+    .await;
+    for n in 0..3 {
+        let (status, _) = call_as(&base, "/search", "alice").await;
+        assert_eq!(status, StatusCode::OK, "search {n}");
+    }
+    for n in 0..2 {
+        let (status, fields) = call_as(&base, "/login", "alice").await;
+        assert_eq!(status, StatusCode::OK, "login {n}: {fields}");
+        assert!(fields.contains(&format!(";r={};", 2 - n)), "{fields}");
+    }
+    // The same rate and key: one budget.
+    let (status, _) = call_as(&base, "/signup", "alice").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call_as(&base, "/login", "alice").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    let (status, fields) = call_as(&base, "/search", "alice").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(fields.contains(";r=96;"), "{fields}");
+    let (status, _) = call_as(&base, "/login", "bob").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// `/export` at 5 per hour beside `/search` at 100 per second, on the default scope (issue
+/// 34): a search a second after the exports leaves the hourly log whole (in one log, the
+/// search's eviction of what its second had left removed the exports' admissions, and
+/// `/export` admitted 13 of 30 within 3.3 s).
+async fn a_short_rates_eviction_leaves_a_long_rates_log(limiter: Limiter) {
+    let base = serve(default_scoped(
+        &limiter,
+        &[
+            ("/export", &[rate(5, Duration::from_secs(3_600))]),
+            ("/search", &[rate(100, Duration::from_secs(1))]),
+        ],
+    ))
+    .await;
+    for n in 0..5 {
+        let (status, _) = call_as(&base, "/export", "alice").await;
+        assert_eq!(status, StatusCode::OK, "export {n}");
+    }
+    let mut answered = Instant::now();
+    for n in 0..10 {
+        let (status, _) = call_as(&base, "/search", "alice").await;
+        assert_eq!(status, StatusCode::OK, "search {n}");
+        answered = Instant::now();
+    }
+    // A search with its second otherwise empty, as the store's clock tells: each attempt a
+    // second (by this clock) after the last admission was answered.
+    wait_for("a search alone in its second", STATE_DEADLINE, async || {
+        let wait = Duration::from_secs(1).saturating_sub(answered.elapsed());
+        tokio::time::sleep(wait + Duration::from_millis(10)).await;
+        let (status, fields) = call_as(&base, "/search", "alice").await;
+        answered = Instant::now();
+        assert_eq!(status, StatusCode::OK);
+        fields.contains(";r=99;").then_some(())
+    })
+    .await;
+    let (status, fields) = call_as(&base, "/export", "alice").await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the search evicted the exports' admissions: {fields}"
+    );
+    let (_, remaining, wait) = rate_limit(&fields);
+    assert_eq!(remaining, 0);
+    assert!(wait > 3_000, "t={wait}");
+}
+
+#[tokio::test]
+async fn default_scoped_layers_of_two_rates_keep_two_logs_in_process() {
+    default_scoped_layers_of_two_rates_keep_two_logs(Limiter::memory()).await;
+}
+
+#[tokio::test]
+async fn default_scoped_layers_of_two_rates_keep_two_logs_on_redis() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("layer_two_rates");
+    default_scoped_layers_of_two_rates_keep_two_logs(
+        tests::closed_redis_limiter(redis.url(), &prefix).await,
+    )
+    .await;
+    redis.clean_up(&prefix).await;
+}
+
+#[tokio::test]
+async fn a_short_rates_eviction_leaves_a_long_rates_log_in_process() {
+    a_short_rates_eviction_leaves_a_long_rates_log(Limiter::memory()).await;
+}
+
+#[tokio::test]
+async fn a_short_rates_eviction_leaves_a_long_rates_log_on_redis() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("layer_eviction");
+    a_short_rates_eviction_leaves_a_long_rates_log(
+        tests::closed_redis_limiter(redis.url(), &prefix).await,
+    )
+    .await;
+    redis.clean_up(&prefix).await;
 }
 
 /// Two calls of `path` as `user` admitted, the third denied.
@@ -304,6 +434,64 @@ async fn reset_scope_forgets_a_scoped_layers_keys_of_several_rates_on_redis() {
     let redis = TestRedis::start();
     let prefix = unique_prefix("layer_reset_several");
     reset_scope_forgets_a_scoped_layers_keys_of_several_rates(
+        tests::closed_redis_limiter(redis.url(), &prefix).await,
+    )
+    .await;
+    redis.clean_up(&prefix).await;
+}
+
+/// Layers on the default scope, of one rate and of a log and a counter:
+/// `reset_scope("layer", ..)` forgets the caller's keys of every rate, with their counters,
+/// and no other caller's or scope's.
+async fn reset_scope_forgets_a_callers_default_scoped_layer_keys(limiter: Limiter) {
+    use ratelimit_runtime::Algorithm;
+
+    let minute = rate(2, Duration::from_secs(60));
+    let ten_minutes = rate(2, Duration::from_secs(600));
+    let hourly =
+        rate(2, Duration::from_secs(3_600)).with_algorithm(Algorithm::SlidingWindowCounter);
+    let api = Router::new()
+        .route("/api", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(limiter.clone(), minute, HeaderKey::new("x-user")).scope("api"));
+    let app = default_scoped(
+        &limiter,
+        &[("/login", &[minute]), ("/search", &[ten_minutes, hourly])],
+    )
+    .merge(api);
+    let base = serve(app).await;
+    for path in ["/login", "/search", "/api"] {
+        spend_two(&base, path, "alice").await;
+    }
+    assert_eq!(call_as(&base, "/login", "bob").await.0, StatusCode::OK);
+
+    // `/login`'s log, `/search`'s log and counter.
+    assert_eq!(
+        limiter.reset_scope("layer", Some("alice")).await.unwrap(),
+        3
+    );
+    assert_eq!(call_as(&base, "/login", "alice").await.0, StatusCode::OK);
+    assert_eq!(call_as(&base, "/search", "alice").await.0, StatusCode::OK);
+    assert_eq!(
+        call_as(&base, "/api", "alice").await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(call_as(&base, "/login", "bob").await.0, StatusCode::OK);
+    assert_eq!(
+        call_as(&base, "/login", "bob").await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn reset_scope_forgets_a_callers_default_scoped_layer_keys_in_process() {
+    reset_scope_forgets_a_callers_default_scoped_layer_keys(Limiter::memory()).await;
+}
+
+#[tokio::test]
+async fn reset_scope_forgets_a_callers_default_scoped_layer_keys_on_redis() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("layer_reset_default");
+    reset_scope_forgets_a_callers_default_scoped_layer_keys(
         tests::closed_redis_limiter(redis.url(), &prefix).await,
     )
     .await;
