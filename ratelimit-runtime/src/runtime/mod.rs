@@ -7,9 +7,11 @@
 //!   answered by the failure policy, as [`StoreError::NoRuntime`](crate::StoreError::NoRuntime));
 //!   with the `smol` feature, smol's global executor outside Tokio, so never `None`.
 //! - [`Runtime::id`]: tells runtimes apart, for state kept per runtime (the Redis store's
-//!   connection, whose driver task lives on the runtime that made it).
-//! - [`Runtime::spawn`]: a detached task: the hand-off below, a cluster's slot lookup, the
-//!   watch that forgets a runtime's connection when the runtime shuts down.
+//!   connection, whose driver task lives on the runtime that made it, and what goes with it).
+//! - [`Runtime::shuts_down`]: whether that state must go when the runtime does.
+//! - [`Runtime::spawn`]: a detached task: the hand-off below, a cluster's slot lookup and
+//!   connection replacement, the Sentinel watch, and the task that never finishes whose drop,
+//!   when the runtime shuts down, removes what the Redis store keeps for that runtime.
 //! - [`timeout`]: the bound on every Redis check, connecting included.
 //! - [`HandOff`]: a future its caller polls in place which, when dropped unfinished, runs to
 //!   its end as a task of its runtime.

@@ -47,6 +47,7 @@ mod metrics;
 mod other_runtimes;
 mod outcomes;
 mod paths;
+mod per_runtime;
 mod redis_store;
 mod router_layer;
 mod semantics;

@@ -1,10 +1,12 @@
 //! The Redis store: one sorted set per key, checked by one atomic Lua script, on one server or
 //! a Redis Cluster.
 //!
-//! - `mod.rs`: the store: a check within its timeout, and the connections, one per runtime;
+//! - `mod.rs`: the store: a check within its timeout, on its runtime's connection;
 //! - `config.rs`: the settings (URLs, TLS), checked when the limiter is built;
 //! - `sentinel.rs`: a Sentinel deployment's master, watched;
 //! - `target.rs`: the server, Sentinel deployment or cluster, its client and connections;
+//! - `per_runtime.rs`: what the store keeps for each runtime (its connection, the master it
+//!   reaches, its replacement), dropped when the runtime shuts down;
 //! - `script.rs`: the script and one check's exchange with Redis (`sliding_window.lua`);
 //! - `member.rs`: the unique members that name admissions;
 //! - `slot.rs`: cluster hash slots;
@@ -12,6 +14,7 @@
 
 mod config;
 mod member;
+mod per_runtime;
 mod scan;
 mod script;
 #[cfg(feature = "sentinel")]
@@ -19,14 +22,15 @@ mod sentinel;
 mod slot;
 mod target;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 pub(crate) use self::config::{ConfigError, TlsSettings};
 pub(crate) use self::member::Admission;
 use self::member::MemberSource;
+use self::per_runtime::PerRuntime;
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use self::per_runtime::WeakPerRuntime;
 use self::script::Call;
 #[cfg(feature = "sentinel")]
 use self::sentinel::WatchClaim;
@@ -36,7 +40,9 @@ use crate::error::StoreError;
 use crate::layout::{COUNTER_SUFFIX, ScopeKeys};
 use crate::limit::{Grant, LimitRef, LimitsAnswer};
 use crate::rate::{Algorithm, Rate};
-use crate::runtime::{Runtime, RuntimeId, timeout};
+#[cfg(feature = "cluster")]
+use crate::runtime::RuntimeId;
+use crate::runtime::{Runtime, timeout};
 
 /// A Redis-backed sliding window log, connected lazily (on a check) and reconnected by
 /// redis-rs (a `ConnectionManager`, or the cluster connection's own reconnection).
@@ -45,19 +51,15 @@ pub(crate) struct RedisStore {
     prefix: Box<str>,
     timeout: Duration,
     /// One multiplexed connection per Tokio runtime that checks through this store, made on
-    /// that runtime's first check (its driver task lives on that runtime) and forgotten when
-    /// the runtime shuts down, so a limiter outlives the runtimes that use it (one per test,
-    /// one per worker thread).
-    connections: Arc<RwLock<Connections>>,
+    /// that runtime's first check (its driver task lives on that runtime), and what goes with
+    /// it (the master it reaches, its replacements), all dropped when the runtime shuts down,
+    /// so a limiter outlives the runtimes that use it (one per test, one per worker thread).
+    runtimes: PerRuntime,
     /// Serialises connection attempts so that a burst of first calls makes one connection.
     connecting: async_lock::Mutex<()>,
     members: MemberSource,
     /// Set while a cluster's slot map is being asked for (one lookup at a time).
     looking_up: AtomicBool,
-    /// Each runtime's replacements of its cluster connection after a timeout (see
-    /// [`RedisStore::replace_after_timeout`]).
-    #[cfg(feature = "cluster")]
-    replacements: Arc<Replacements>,
     /// Set once the server refused the `no-writes` flag of the look's script (Redis 5, 6).
     peek_without_flags: AtomicBool,
     /// The replicas a recording call waits for, and for how long at most (`WAIT`).
@@ -104,12 +106,10 @@ impl RedisStore {
             target,
             prefix: prefix.into(),
             timeout,
-            connections: Arc::default(),
+            runtimes: PerRuntime::default(),
             connecting: async_lock::Mutex::new(()),
             members: MemberSource::new(),
             looking_up: AtomicBool::new(false),
-            #[cfg(feature = "cluster")]
-            replacements: Arc::default(),
             peek_without_flags: AtomicBool::new(false),
             replica_wait: None,
         }
@@ -426,7 +426,7 @@ impl RedisStore {
             _ => false,
         };
         if stale && self.target.is_one_server() {
-            self.forget_connection(runtime.id());
+            self.runtimes.forget(runtime.id());
         } else if matches!(result, Err(StoreError::Timeout(_))) {
             #[cfg(feature = "cluster")]
             self.replace_after_timeout(&runtime);
@@ -444,52 +444,43 @@ impl RedisStore {
     /// calls in flight end on it, and none is resent on the new one.
     ///
     /// Per runtime, one replacement at a time, and while timeouts go on (a stalled master,
-    /// which a new connection cannot cure) at most one per [`Replacements`] interval, which
-    /// doubles from the timeout up to [`REPLACEMENT_INTERVAL_MAX`].
+    /// which a new connection cannot cure) at most one per interval, which doubles from the
+    /// timeout up to [`REPLACEMENT_INTERVAL_MAX`](per_runtime::REPLACEMENT_INTERVAL_MAX). The
+    /// replacement task runs on the runtime: a runtime that shuts down drops it, and its state
+    /// goes with the runtime's entry (`per_runtime.rs`).
     #[cfg(feature = "cluster")]
     fn replace_after_timeout(&self, runtime: &Runtime) {
         let id = runtime.id();
-        let Some(old) = self.cached(id) else {
+        let Some(old) = self.runtimes.connection(id) else {
             return;
         };
         let began = std::time::Instant::now().checked_sub(self.timeout);
         if !began.is_some_and(|began| old.cluster_made_before(began))
-            || !self.replacements.start(id, self.timeout)
+            || !self.runtimes.start_replacement(id, self.timeout)
         {
             return;
         }
+        let runtimes = self.runtimes.downgrade();
         let Some(reconnection) = self.target.cluster_reconnection() else {
-            self.replacements.end(id);
+            runtimes.end_replacement(id);
             return;
         };
         /// Ends the runtime's replacement with the task, or when its runtime drops it.
-        struct Ending(Weak<Replacements>, RuntimeId);
+        struct Ending(WeakPerRuntime, RuntimeId);
         impl Drop for Ending {
             fn drop(&mut self) {
-                if let Some(replacements) = self.0.upgrade() {
-                    replacements.end(self.1);
-                }
+                self.0.end_replacement(self.1);
             }
         }
-        let ending = Ending(Arc::downgrade(&self.replacements), id);
-        let connections = Arc::downgrade(&self.connections);
+        let ending = Ending(runtimes.clone(), id);
         let limit = self.timeout.saturating_mul(2);
         runtime.spawn(async move {
             let _ending = ending;
             let Ok(Ok(new)) = timeout(limit, reconnection).await else {
                 return;
             };
-            let Some(connections) = connections.upgrade() else {
-                return;
-            };
-            let mut connections = connections.write().unwrap_or_else(PoisonError::into_inner);
-            if let Some(current) = connections.get_mut(&id)
-                && current
-                    .as_ref()
-                    .is_some_and(|current| current.same_as(&old))
-            {
+            if runtimes.replace(id, &old, new) {
                 tracing::debug!("a Redis Cluster connection is replaced after a timeout");
-                *current = Some(new);
             }
         });
     }
@@ -502,7 +493,7 @@ impl RedisStore {
                 .map_err(|err| {
                     if err.is_unrecoverable_error() {
                         // Let the next check build a fresh connection.
-                        self.forget_connection(runtime.id());
+                        self.runtimes.forget(runtime.id());
                     }
                     self.store_error(err)
                 })?;
@@ -557,10 +548,10 @@ impl RedisStore {
         #[cfg(feature = "sentinel")]
         if let Some(claim) = self.target.watch_claim() {
             // A Sentinel deployment's watch, started (again, when its runtime shut down).
-            let connections = Arc::downgrade(&self.connections);
-            runtime.spawn(watch_master(claim, connections, self.timeout));
+            let runtimes = self.runtimes.downgrade();
+            runtime.spawn(watch_master(claim, runtimes, self.timeout));
         }
-        if let Some(connection) = self.cached(id) {
+        if let Some(connection) = self.runtimes.connection(id) {
             return Ok(connection);
         }
         // Boxed: connecting's future is large, and every check's future would carry it.
@@ -572,30 +563,17 @@ impl RedisStore {
     async fn connect(&self, runtime: &Runtime) -> Result<Connection, StoreError> {
         let id = runtime.id();
         let _gate = self.connecting.lock().await;
-        if let Some(connection) = self.cached(id) {
+        if let Some(connection) = self.runtimes.connection(id) {
             return Ok(connection);
         }
-        let connection = self
+        let connected = self
             .target
-            .connect(self.timeout, id)
+            .connect(self.timeout)
             .await
             .map_err(|err| self.store_error(err))?;
-        let watched = self
-            .write_connections()
-            .insert(id, Some(connection.clone()))
-            .is_some();
-        if !watched && runtime.shuts_down() {
-            // Once per runtime: the entry stays (without a connection) when one is forgotten.
-            runtime.spawn(forget_on_shutdown(id, Arc::downgrade(&self.connections)));
-        }
+        let connection = connected.connection.clone();
+        self.runtimes.connected(runtime, connected);
         Ok(connection)
-    }
-
-    /// Drops this runtime's connection; the next check makes a new one.
-    fn forget_connection(&self, id: RuntimeId) {
-        if let Some(connection) = self.write_connections().get_mut(&id) {
-            *connection = None;
-        }
     }
 
     /// The error of a failed check: redis-rs's own connection and response timeouts (set to
@@ -605,87 +583,6 @@ impl RedisStore {
             StoreError::Timeout(self.timeout)
         } else {
             StoreError::Redis(err)
-        }
-    }
-
-    fn cached(&self, id: RuntimeId) -> Option<Connection> {
-        self.connections
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&id)
-            .cloned()
-            .flatten()
-    }
-
-    fn write_connections(&self) -> std::sync::RwLockWriteGuard<'_, Connections> {
-        self.connections
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The longest interval between two replacements of a runtime's cluster connection while its
-/// checks keep timing out.
-#[cfg(feature = "cluster")]
-const REPLACEMENT_INTERVAL_MAX: Duration = Duration::from_secs(30);
-
-/// Each runtime's replacements of its cluster connection: whether one is under way, when the
-/// last began, and the interval before the next may begin: the store's timeout at first, then
-/// doubled at each replacement that follows the last within twice the interval, up to
-/// [`REPLACEMENT_INTERVAL_MAX`]; back to the timeout after a quiet spell.
-#[cfg(feature = "cluster")]
-#[derive(Default)]
-struct Replacements(std::sync::Mutex<HashMap<RuntimeId, Replacement>>);
-
-#[cfg(feature = "cluster")]
-struct Replacement {
-    under_way: bool,
-    began: std::time::Instant,
-    interval: Duration,
-}
-
-#[cfg(feature = "cluster")]
-impl Replacements {
-    /// Starts a replacement for runtime `id` unless one is under way or the interval since the
-    /// last has not passed; `true` when it started (end it with [`Replacements::end`]).
-    fn start(&self, id: RuntimeId, timeout: Duration) -> bool {
-        let now = std::time::Instant::now();
-        let mut replacements = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match replacements.get_mut(&id) {
-            None => {
-                replacements.insert(
-                    id,
-                    Replacement {
-                        under_way: true,
-                        began: now,
-                        interval: timeout,
-                    },
-                );
-                true
-            }
-            Some(last) => {
-                let since = now.saturating_duration_since(last.began);
-                if last.under_way || since < last.interval {
-                    return false;
-                }
-                last.interval = if since < last.interval.saturating_mul(2) {
-                    last.interval
-                        .saturating_mul(2)
-                        .min(REPLACEMENT_INTERVAL_MAX)
-                } else {
-                    timeout
-                };
-                last.under_way = true;
-                last.began = now;
-                true
-            }
-        }
-    }
-
-    fn end(&self, id: RuntimeId) {
-        let mut replacements = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(last) = replacements.get_mut(&id) {
-            last.under_way = false;
         }
     }
 }
@@ -699,52 +596,28 @@ impl Drop for LookupClaim<'_> {
     }
 }
 
-/// Each runtime's connection (`None` once forgotten, until the next check makes one).
-type Connections = HashMap<RuntimeId, Option<Connection>>;
-
 /// The watch of a Sentinel deployment's master (see `sentinel.rs`): every
 /// [`INTERVAL`](sentinel::INTERVAL), asks the sentinels (each within `limit`) which master
-/// they name, and forgets every runtime's connection once it is not the one they reach. Ends
-/// with the store, or with its runtime (the next connection starts another).
+/// they name, and forgets every runtime's connection that reaches another once two answers in
+/// a row name it. Ends with the store, or with its runtime (the next connection starts
+/// another).
 #[cfg(feature = "sentinel")]
-async fn watch_master(claim: WatchClaim, connections: Weak<RwLock<Connections>>, limit: Duration) {
+async fn watch_master(claim: WatchClaim, runtimes: WeakPerRuntime, limit: Duration) {
     let (mut sentinel, mut previous) = (None, None);
     loop {
         crate::runtime::sleep(sentinel::INTERVAL).await;
-        if connections.strong_count() == 0 {
+        if runtimes.is_gone() {
             return;
         }
-        let stale = claim.stale(&mut sentinel, &mut previous, limit).await;
-        if stale.is_empty() {
+        let Some(named) = claim.confirmed(&mut sentinel, &mut previous, limit).await else {
             continue;
-        }
-        let Some(connections) = connections.upgrade() else {
-            return;
         };
-        let mut connections = connections.write().unwrap_or_else(PoisonError::into_inner);
-        tracing::debug!("the sentinels name another master: its connections are dropped");
-        for id in stale {
-            if let Some(connection) = connections.get_mut(&id) {
-                *connection = None;
+        match runtimes.forget_other_masters(named) {
+            None => return,
+            Some(0) => {}
+            Some(_) => {
+                tracing::debug!("the sentinels name another master: its connections are dropped");
             }
         }
     }
-}
-
-/// A task that never finishes: when its runtime shuts down and drops it, the runtime's
-/// connection is forgotten (its driver task is gone with the runtime).
-async fn forget_on_shutdown(id: RuntimeId, connections: Weak<RwLock<Connections>>) {
-    struct Forget(RuntimeId, Weak<RwLock<Connections>>);
-    impl Drop for Forget {
-        fn drop(&mut self) {
-            if let Some(connections) = self.1.upgrade() {
-                connections
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&self.0);
-            }
-        }
-    }
-    let _forget = Forget(id, connections);
-    std::future::pending::<()>().await;
 }

@@ -1,5 +1,4 @@
-//! A Sentinel deployment's master, watched: which master the store's connections reach, and
-//! which one the sentinels name now.
+//! A Sentinel deployment's master, watched: which one the sentinels name now.
 //!
 //! A failover the sentinels make while the old master lives on (`SENTINEL FAILOVER`, a
 //! network partition) promotes the replica, but the old master keeps accepting writes until
@@ -9,22 +8,33 @@
 //! when it connects. So a store on a Sentinel deployment asks the sentinels which master they
 //! name every [`INTERVAL`] (`SENTINEL GET-MASTER-ADDR-BY-NAME`, on a connection kept to the
 //! first sentinel that answers), and drops each runtime's connection once two answers in a
-//! row name another master than the one it was made to: the next check connects to the new
-//! master. (Two, so that a sentinel that is ahead of the one the connection asked does not
-//! make the connections go back and forth.)
+//! row name another master than the one it was made to (which the store keeps with the
+//! connection, in `per_runtime.rs`): the next check connects to the new master. (Two, so that
+//! a sentinel that is ahead of the one the connection asked does not make the connections go
+//! back and forth.)
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::ConnectionAddr;
 use redis::aio::MultiplexedConnection;
 
-use crate::runtime::{RuntimeId, timeout};
+use crate::runtime::timeout;
 
 /// A master's host and port.
-type Address = (String, u16);
+pub(crate) type Address = (String, u16);
+
+/// The master at `address`, as the sentinels name it (`None` for an address they never name:
+/// a Unix socket's).
+pub(crate) fn address_of(address: &ConnectionAddr) -> Option<Address> {
+    match address {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            Some((host.clone(), *port))
+        }
+        _ => None,
+    }
+}
 
 /// How often the sentinels are asked which master they name.
 pub(crate) const INTERVAL: Duration = Duration::from_millis(200);
@@ -39,8 +49,6 @@ struct Watched {
     sentinels: Vec<redis::Client>,
     /// The name the sentinels know the master by.
     master: String,
-    /// The master each runtime's connection was made to.
-    connected: Mutex<HashMap<RuntimeId, Address>>,
     /// Set while a watch runs.
     watching: AtomicBool,
 }
@@ -62,22 +70,8 @@ impl MasterWatch {
             inner: Arc::new(Watched {
                 sentinels,
                 master: master.to_owned(),
-                connected: Mutex::new(HashMap::new()),
                 watching: AtomicBool::new(false),
             }),
-        }
-    }
-
-    /// Runtime `id`'s connection now reaches the master at `address`.
-    pub(crate) fn connected_to(&self, id: RuntimeId, address: &ConnectionAddr) {
-        let mut connected = self.inner.connected();
-        match address {
-            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-                connected.insert(id, (host.clone(), *port));
-            }
-            _ => {
-                connected.remove(&id);
-            }
         }
     }
 
@@ -90,41 +84,20 @@ impl MasterWatch {
     }
 }
 
-impl Watched {
-    fn connected(&self) -> std::sync::MutexGuard<'_, HashMap<RuntimeId, Address>> {
-        self.connected
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 impl WatchClaim {
-    /// Asks the sentinels (each within `limit`) which master they name; returns the runtimes
-    /// whose connection reaches another one, when `previous` (the last ask's answer) named
-    /// the same (they are then forgotten: their connections are to be dropped). No sentinel
+    /// Asks the sentinels (each within `limit`) which master they name; returns it when
+    /// `previous` (the last ask's answer, which this one replaces) named the same. No sentinel
     /// answering says nothing.
-    pub(crate) async fn stale(
+    pub(crate) async fn confirmed<'a>(
         &self,
         connection: &mut Option<MultiplexedConnection>,
-        previous: &mut Option<Address>,
+        previous: &'a mut Option<Address>,
         limit: Duration,
-    ) -> Vec<RuntimeId> {
+    ) -> Option<&'a Address> {
         let named = self.named(connection, limit).await;
         let confirmed = named.is_some() && named == *previous;
         *previous = named;
-        let Some(named) = previous.as_ref().filter(|_| confirmed) else {
-            return Vec::new();
-        };
-        let mut connected = self.0.connected();
-        let stale: Vec<RuntimeId> = connected
-            .iter()
-            .filter(|(_, address)| *address != named)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in &stale {
-            connected.remove(id);
-        }
-        stale
+        previous.as_ref().filter(|_| confirmed)
     }
 
     /// The master the first sentinel that answers names, on `connection` (kept between

@@ -15,8 +15,7 @@ use super::config::{
     ConfigError, SentinelSettings, TlsSettings, check_tls, check_url, parse_sentinel, unusable,
 };
 #[cfg(feature = "sentinel")]
-use super::sentinel::{MasterWatch, WatchClaim};
-use crate::runtime::RuntimeId;
+use super::sentinel::{Address, MasterWatch, WatchClaim, address_of};
 
 /// A Sentinel deployment: the client that asks the sentinels for the master (it caches its
 /// connections to them, hence the lock, held only while connecting, which the store does one
@@ -213,13 +212,8 @@ impl Target {
         Ok(Target::Cluster(Box::new((client(3)?, client(0)?))))
     }
 
-    /// Connects, within `timeout` for each step, for the runtime `id`.
-    #[cfg_attr(not(feature = "sentinel"), allow(unused_variables))] // the watch's only
-    pub(crate) async fn connect(
-        &self,
-        timeout: Duration,
-        id: RuntimeId,
-    ) -> RedisResult<Connection> {
+    /// Connects, within `timeout` for each step.
+    pub(crate) async fn connect(&self, timeout: Duration) -> RedisResult<Connected> {
         // One attempt per check: retrying inside a check (with backoff) would spend the whole
         // timeout on a refused connection and report a timeout instead of the refusal. The
         // next check (or the manager, after a dropped connection) tries again.
@@ -230,7 +224,7 @@ impl Target {
         match self {
             Target::Single(client) => ConnectionManager::new_with_config(client.clone(), config)
                 .await
-                .map(Connection::Single),
+                .map(|connection| Connected::to(Connection::Single(connection))),
             #[cfg(feature = "sentinel")]
             Target::Sentinel(sentinel) => {
                 // The sentinels name the master (and redis-rs checks that it says it is one).
@@ -240,11 +234,15 @@ impl Target {
                 let master = sentinel.client.lock().await.async_get_client().await?;
                 let address = master.get_connection_info().addr().clone();
                 let connection = ConnectionManager::new_with_config(master, config).await?;
-                sentinel.watch.connected_to(id, &address);
-                Ok(Connection::Single(connection))
+                Ok(Connected {
+                    connection: Connection::Single(connection),
+                    master: address_of(&address),
+                })
             }
             #[cfg(feature = "cluster")]
-            Target::Cluster(clients) => connect_cluster(clients.0.clone(), clients.1.clone()).await,
+            Target::Cluster(clients) => connect_cluster(clients.0.clone(), clients.1.clone())
+                .await
+                .map(Connected::to),
         }
     }
 
@@ -279,6 +277,26 @@ impl Target {
             return false;
         }
         true
+    }
+}
+
+/// A connection just made, and what the store keeps beside it.
+pub(crate) struct Connected {
+    pub(crate) connection: Connection,
+    /// The master a Sentinel deployment's connection reaches (`None` for any other, and for
+    /// one over a Unix socket), which the watch compares with the one the sentinels name.
+    #[cfg(feature = "sentinel")]
+    pub(crate) master: Option<Address>,
+}
+
+impl Connected {
+    /// `connection`, to no master the sentinels name.
+    fn to(connection: Connection) -> Connected {
+        Connected {
+            connection,
+            #[cfg(feature = "sentinel")]
+            master: None,
+        }
     }
 }
 
