@@ -10,8 +10,8 @@
 //!   connection, whose driver task lives on the runtime that made it, and what goes with it).
 //! - [`Runtime::shuts_down`]: whether that state must go when the runtime does.
 //! - [`Runtime::spawn`]: a detached task: the hand-off below, a cluster's slot lookup and
-//!   connection replacement, the Sentinel watch, and the task that never finishes whose drop,
-//!   when the runtime shuts down, removes what the Redis store keeps for that runtime.
+//!   connection replacement, the Sentinel watch, and the task (ended with the store) whose
+//!   drop, when the runtime shuts down first, removes what the Redis store keeps for it.
 //! - [`timeout`]: the bound on every Redis check, connecting included.
 //! - [`HandOff`]: a future its caller polls in place which, when dropped unfinished, runs to
 //!   its end as a task of its runtime.

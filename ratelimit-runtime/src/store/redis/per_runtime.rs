@@ -13,14 +13,21 @@
 //! replacement task dropped after its entry, the watch, a check of another thread that still
 //! ends there) makes no entry again; a check that connects on a runtime that is shutting down
 //! makes one, with its task, which that runtime drops at once. smol's global executor never
-//! shuts down: its one entry lasts as long as the store. A store dropped before a runtime
-//! leaves nothing the task can reach: it then removes nothing.
+//! shuts down: its one entry lasts as long as the store, without a task.
+//!
+//! A store dropped before the runtime ends the task: the entry holds the sending end of a
+//! channel the task waits on, never sent on, so the task ends when the entry goes with the
+//! store (removing nothing: the table is gone). Otherwise a runtime that outlives limiter
+//! after limiter (one per request, say) would keep a task, and the table's allocation, for
+//! each until it shuts down.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::{Arc, PoisonError, RwLock, RwLockWriteGuard, Weak};
 #[cfg(feature = "cluster")]
 use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
 
 #[cfg(feature = "sentinel")]
 use super::sentinel::Address;
@@ -49,6 +56,9 @@ struct State {
     /// Its cluster connection's replacements (`None` before the first).
     #[cfg(feature = "cluster")]
     replacement: Option<Replacement>,
+    /// The channel the runtime's task waits on, never sent on: dropped with the entry, it
+    /// ends the task (`None` on a runtime that never shuts down, which has none).
+    _task: Option<oneshot::Sender<()>>,
 }
 
 impl PerRuntime {
@@ -57,8 +67,8 @@ impl PerRuntime {
         read(&self.0).get(&id)?.connection.clone()
     }
 
-    /// `runtime` is connected: its entry holds `connected` (made now, with the task that
-    /// removes it when the runtime shuts down, if it had none).
+    /// `runtime` is connected: its entry holds `connected` (made now if it had none, with the
+    /// task that removes it when the runtime shuts down).
     pub(crate) fn connected(&self, runtime: &Runtime, connected: Connected) {
         let id = runtime.id();
         let made = match write(&self.0).entry(id) {
@@ -69,23 +79,30 @@ impl PerRuntime {
                 {
                     state.master = connected.master;
                 }
-                false
+                None
             }
             Entry::Vacant(entry) => {
+                let (task, store_gone) = if runtime.shuts_down() {
+                    let (task, store_gone) = oneshot::channel();
+                    (Some(task), Some(store_gone))
+                } else {
+                    (None, None)
+                };
                 entry.insert(State {
                     connection: Some(connected.connection),
                     #[cfg(feature = "sentinel")]
                     master: connected.master,
                     #[cfg(feature = "cluster")]
                     replacement: None,
+                    _task: task,
                 });
-                true
+                store_gone
             }
         };
         // Spawned with the lock released: on a runtime that is shutting down the task is
         // dropped at once, and removes the entry.
-        if made && runtime.shuts_down() {
-            runtime.spawn(forget_on_shutdown(id, Arc::downgrade(&self.0)));
+        if let Some(store_gone) = made {
+            runtime.spawn(forget_on_shutdown(id, Arc::downgrade(&self.0), store_gone));
         }
     }
 
@@ -145,9 +162,10 @@ fn write(table: &Table) -> RwLockWriteGuard<'_, HashMap<RuntimeId, State>> {
     table.write().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A task that never finishes: when its runtime shuts down and drops it, the runtime's entry
-/// is removed (its connection's driver task is gone with the runtime).
-async fn forget_on_shutdown(id: RuntimeId, table: Weak<Table>) {
+/// A task that lasts as long as the store: when its runtime shuts down and drops it first,
+/// the runtime's entry is removed (its connection's driver task is gone with the runtime).
+/// `store_gone` is the entry's channel, which ends when the entry drops with the store.
+async fn forget_on_shutdown(id: RuntimeId, table: Weak<Table>, store_gone: oneshot::Receiver<()>) {
     struct Forget(RuntimeId, Weak<Table>);
     impl Drop for Forget {
         fn drop(&mut self) {
@@ -157,7 +175,7 @@ async fn forget_on_shutdown(id: RuntimeId, table: Weak<Table>) {
         }
     }
     let _forget = Forget(id, table);
-    std::future::pending::<()>().await;
+    let _ = store_gone.await;
 }
 
 /// The longest interval between two replacements of a runtime's cluster connection while its
