@@ -263,3 +263,27 @@ impl WeakPerRuntime {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What is done for a runtime without an entry (its runtime shut down): a connection
+    /// forgotten, a replacement started or ended, makes no entry.
+    #[test]
+    fn only_a_connection_makes_an_entry() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let id = runtime.block_on(async { Runtime::current().expect("on a runtime").id() });
+        let table = PerRuntime::default();
+        table.forget(id);
+        #[cfg(feature = "cluster")]
+        {
+            assert!(!table.start_replacement(id, Duration::from_millis(10)));
+            table.downgrade().end_replacement(id);
+        }
+        assert!(read(&table.0).is_empty());
+    }
+}
