@@ -2,10 +2,11 @@
 //! runtime's connection (whose driver task lives on that runtime), the master it reaches (a
 //! Sentinel deployment's), and its replacement after a timeout (a cluster's). A runtime's
 //! entry is made by its first connection and removed, whole, when the runtime shuts down:
-//! a task that never finishes is spawned with the entry, and the runtime drops it as it shuts
-//! down, which removes the entry. So the table holds the runtimes alive, not every runtime the
-//! store served (a limiter outlives the runtimes that use it: one per test, one per worker
-//! thread), and a state kept per runtime is a field of the entry, gone with it.
+//! a task that waits as long as the store lasts is spawned with the entry, and the runtime
+//! drops it as it shuts down, which removes the entry. So the table holds the runtimes that
+//! are alive, not every runtime the store served (a limiter outlives the runtimes that use it:
+//! one per test, one per worker thread), and a state kept per runtime is a field of the
+//! entry, gone with it.
 //!
 //! Only a connection makes an entry; all else (a connection forgotten, a replacement's start,
 //! end and installation, the Sentinel watch) changes an entry that is there and leaves a
