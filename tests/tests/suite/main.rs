@@ -8,9 +8,10 @@
 //! process-wide (a default limiter, an environment variable, a global `tracing` subscriber or
 //! `metrics` recorder): the other modules run in the same process, several tests at a time.
 
-// The allocation tests (`allocations`, `deny_cache`, `memory_bounds`) count what a call
-// allocates with this allocator: per thread, and only inside `count_allocations`, so the other
-// tests, running on other threads, are neither counted nor slowed beyond a thread-local read.
+// The allocation tests (`allocations`, `deny_cache`, `memory_bounds`, `per_runtime`) count
+// what a call allocates, or by how much it grows the live heap, with this allocator: per
+// thread, and only inside `count_allocations` or `heap_growth`, so the other tests, running on
+// other threads, are neither counted nor slowed beyond a thread-local read.
 #[global_allocator]
 static ALLOCATOR: tests::counting_alloc::CountingAllocator =
     tests::counting_alloc::CountingAllocator;
