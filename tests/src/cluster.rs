@@ -397,26 +397,13 @@ impl TestCluster {
         self.signal(node, "CONT");
     }
 
-    /// Sends the signal `name` to `node`'s process, with the `kill` utility (procps, on every
-    /// Linux; no `unsafe` FFI here for two signals).
+    /// Sends the signal `name` to `node`'s process.
     fn signal(&self, node: usize, name: &str) {
         let child = self.nodes[node]
             .child
             .as_ref()
             .unwrap_or_else(|| panic!("cluster node {node} was killed: it cannot get SIG{name}"));
-        let pid = child.id().to_string();
-        let status = crate::spawn_or_explain(
-            Command::new("kill")
-                .args(["-s", name, &pid])
-                .stdin(Stdio::null()),
-            "kill",
-            "stalling a test cluster node needs the `kill` utility (Debian: procps)",
-        )
-        .wait();
-        match status {
-            Ok(status) if status.success() => {}
-            other => panic!("`kill -s {name} {pid}` (cluster node {node}) failed: {other:?}"),
-        }
+        crate::signal(child, name, &format!("cluster node {node}"));
     }
 
     /// The slot ranges `node` owns, as the first live node sees them (`CLUSTER SLOTS`), sorted.

@@ -215,6 +215,27 @@ impl TestRedis {
         }
     }
 
+    /// Freezes a private server (`SIGSTOP`): it reads nothing and answers nothing until
+    /// [`thaw`](TestRedis::thaw)ed; what it was sent meanwhile runs then, in order.
+    ///
+    /// # Panics
+    ///
+    /// When the server is not a private one still running, or the signal cannot be sent.
+    pub fn freeze(&self) {
+        let child = self.child.as_ref().expect("a private server, running");
+        signal(child, "STOP", &self.url);
+    }
+
+    /// Lets a [`frozen`](TestRedis::freeze) server run again (`SIGCONT`).
+    ///
+    /// # Panics
+    ///
+    /// As [`TestRedis::freeze`].
+    pub fn thaw(&self) {
+        let child = self.child.as_ref().expect("a private server, running");
+        signal(child, "CONT", &self.url);
+    }
+
     /// Stops a private server now (a given one is left alone).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -438,6 +459,28 @@ pub(crate) fn spawn_or_explain(command: &mut Command, binary: &str, missing: &st
             panic!("`{binary}` was not found: {missing}")
         }
         Err(error) => panic!("could not run `{binary}`: {error}"),
+    }
+}
+
+/// Sends the signal `name` (`STOP`, `CONT`) to `child`, `what` naming it in a failure, with the
+/// `kill` utility (procps, on every Linux; no `unsafe` FFI here for two signals).
+///
+/// # Panics
+///
+/// When the signal cannot be sent.
+pub(crate) fn signal(child: &Child, name: &str, what: &str) {
+    let pid = child.id().to_string();
+    let status = spawn_or_explain(
+        Command::new("kill")
+            .args(["-s", name, &pid])
+            .stdin(Stdio::null()),
+        "kill",
+        "stalling a test server needs the `kill` utility (Debian: procps)",
+    )
+    .wait();
+    match status {
+        Ok(status) if status.success() => {}
+        other => panic!("`kill -s {name} {pid}` ({what}) failed: {other:?}"),
     }
 }
 

@@ -232,6 +232,195 @@ impl TestSentinel {
         &self.servers[self.index_of(address)]
     }
 
+    /// The data servers' addresses, the first master's first.
+    #[must_use]
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.servers.iter().map(TestRedis::address).collect()
+    }
+
+    /// Sets every sentinel's `down-after-milliseconds` (how long a master may not answer
+    /// before they fail it over): a test that freezes the master for longer than
+    /// [`DOWN_AFTER_MS`] without wanting a failover raises it first.
+    ///
+    /// # Panics
+    ///
+    /// When a sentinel refuses it, or none answers.
+    pub async fn set_down_after(&self, millis: u64) {
+        for &(port, _) in &self.sentinels {
+            let mut connection = connect(port).await.expect("a sentinel answers");
+            let () = redis::cmd("SENTINEL")
+                .arg("SET")
+                .arg(MASTER_NAME)
+                .arg("down-after-milliseconds")
+                .arg(millis)
+                .query_async(&mut connection)
+                .await
+                .expect("SENTINEL SET down-after-milliseconds");
+        }
+    }
+
+    /// A failover that loses no write, as an operator makes one: writes paused on both data
+    /// servers (`CLIENT PAUSE ... WRITE`), the replica caught up with the master, the
+    /// sentinels asked for the failover (`SENTINEL FAILOVER`), the old master made a replica of
+    /// the new one, then `paused` called (the promotion closed the new master's clients), and
+    /// the writes let through. Returns the new master.
+    ///
+    /// # Panics
+    ///
+    /// When a step does not happen within [`STATE_DEADLINE`].
+    pub async fn graceful_failover(
+        &self,
+        paused: impl FnOnce(SocketAddr, SocketAddr),
+    ) -> SocketAddr {
+        let old = self.master().await.expect("the sentinels name a master");
+        let new = self.replica_of(old);
+        for server in [old, new] {
+            let () = command(
+                server,
+                redis::cmd("CLIENT").arg("PAUSE").arg(60_000).arg("WRITE"),
+            )
+            .await
+            .expect("CLIENT PAUSE WRITE");
+        }
+        let offset = |server: SocketAddr, field: &'static str| async move {
+            let info: String = command(server, redis::cmd("INFO").arg("replication"))
+                .await
+                .unwrap_or_default();
+            info_field(&info, field)
+        };
+        let deadline = Instant::now() + STATE_DEADLINE;
+        loop {
+            let master = offset(old, "master_repl_offset").await;
+            let replica = offset(new, "slave_repl_offset").await;
+            if master.is_some() && master == replica && self.replica_known(old, new).await {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replica did not catch up, or the sentinels did not see it, in time"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Asked again until done: a sentinel may abort one (another's vote, a replica it
+        // judged unfit for a moment).
+        loop {
+            // One that is under way answers the next ask with an error: the ask is then moot.
+            let _ = self.ask_failover().await;
+            if self
+                .role_within(new, "role:master", Duration::from_secs(10))
+                .await
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no failover to {new} in time");
+        }
+        let (host, port) = (new.ip().to_string(), new.port());
+        let () = command(old, redis::cmd("REPLICAOF").arg(host).arg(port))
+            .await
+            .expect("REPLICAOF the new master");
+        self.wait_for_role(old, "master_link_status:up").await;
+        paused(old, new);
+        for server in [old, new] {
+            let () = command(server, redis::cmd("CLIENT").arg("UNPAUSE"))
+                .await
+                .expect("CLIENT UNPAUSE");
+        }
+        let deadline = Instant::now() + STATE_DEADLINE;
+        while self.master().await != Some(new) {
+            assert!(
+                Instant::now() < deadline,
+                "the sentinels did not name {new}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        new
+    }
+
+    /// Waits until the server at `address` says `role` in `INFO replication`.
+    async fn wait_for_role(&self, address: SocketAddr, role: &str) {
+        assert!(
+            self.role_within(address, role, STATE_DEADLINE).await,
+            "{address} did not say {role} in time"
+        );
+    }
+
+    /// Whether the server at `address` says `role` in `INFO replication` within `within`.
+    async fn role_within(&self, address: SocketAddr, role: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let info: String = command(address, redis::cmd("INFO").arg("replication"))
+                .await
+                .unwrap_or_default();
+            if info.contains(role) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Whether every sentinel names `master` and knows `replica` as its replica, linked and
+    /// not down: one it can fail over to.
+    async fn replica_known(&self, master: SocketAddr, replica: SocketAddr) -> bool {
+        for &(port, _) in &self.sentinels {
+            let Some(mut connection) = connect(port).await else {
+                return false;
+            };
+            let named: Option<(String, u16)> = redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(MASTER_NAME)
+                .query_async(&mut connection)
+                .await
+                .ok()
+                .flatten();
+            if named != Some((master.ip().to_string(), master.port())) {
+                return false;
+            }
+            let replicas: Vec<Vec<String>> = redis::cmd("SENTINEL")
+                .arg("REPLICAS")
+                .arg(MASTER_NAME)
+                .query_async(&mut connection)
+                .await
+                .unwrap_or_default();
+            let fit = replicas.iter().any(|fields| {
+                let field = |name: &str| {
+                    fields
+                        .iter()
+                        .position(|f| f == name)
+                        .and_then(|i| fields.get(i + 1))
+                        .map(String::as_str)
+                };
+                field("port") == Some(replica.port().to_string().as_str())
+                    && field("flags") == Some("slave")
+                    && field("master-link-status") == Some("ok")
+            });
+            if !fit {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Freezes the data server at `address` (`SIGSTOP`) until [`thaw`](TestSentinel::thaw).
+    ///
+    /// # Panics
+    ///
+    /// When it is not one of the deployment's, was killed, or the signal cannot be sent.
+    pub fn freeze(&self, address: SocketAddr) {
+        self.server(address).freeze();
+    }
+
+    /// Lets a frozen data server run again (`SIGCONT`).
+    ///
+    /// # Panics
+    ///
+    /// As [`TestSentinel::freeze`].
+    pub fn thaw(&self, address: SocketAddr) {
+        self.server(address).thaw();
+    }
+
     /// The other data server than `master`: its replica.
     #[must_use]
     pub fn replica_of(&self, master: SocketAddr) -> SocketAddr {
@@ -251,6 +440,14 @@ impl TestSentinel {
     ///
     /// When no sentinel accepts it.
     pub async fn failover(&self) {
+        assert!(
+            self.ask_failover().await,
+            "no sentinel accepted SENTINEL FAILOVER"
+        );
+    }
+
+    /// Asks the sentinels, one after another, for a failover; whether one accepted.
+    async fn ask_failover(&self) -> bool {
         for &(port, _) in &self.sentinels {
             let Some(mut connection) = connect(port).await else {
                 continue;
@@ -261,10 +458,10 @@ impl TestSentinel {
                 .query_async(&mut connection)
                 .await;
             if reply.is_ok() {
-                return;
+                return true;
             }
         }
-        panic!("no sentinel accepted SENTINEL FAILOVER");
+        false
     }
 
     /// Waits (up to [`STATE_DEADLINE`]) until the sentinels name a master other than `old`
@@ -306,6 +503,25 @@ impl Drop for TestSentinel {
         }
         let _ = std::fs::remove_dir_all(&self.directory);
     }
+}
+
+/// `command`'s reply from the server at `address`, on a connection of its own (a failover
+/// closes the clients it had).
+async fn command<T: redis::FromRedisValue>(
+    address: SocketAddr,
+    command: &mut redis::Cmd,
+) -> redis::RedisResult<T> {
+    let mut connection = connect(address.port()).await.ok_or_else(|| {
+        redis::RedisError::from((redis::ErrorKind::Io, "no answer", address.to_string()))
+    })?;
+    command.query_async(&mut connection).await
+}
+
+/// The number `field:<n>` of an `INFO` reply.
+fn info_field(info: &str, field: &str) -> Option<u64> {
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().parse().ok())
 }
 
 /// A connection to the server or sentinel on `port` (`None`: it does not answer).
