@@ -32,11 +32,11 @@
 //! own, side by side. A rate whose lease could hold no reserve (a threshold below 32) is never
 //! leased: its checks are plain ones.
 
-use std::hash::{Hash, Hasher, RandomState};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hashbrown::HashMap;
+use hashbrown::HashTable;
 use smol_str::SmolStr;
 
 use crate::decision::Decision;
@@ -81,8 +81,15 @@ pub(super) enum Spent {
 /// The leases, their state under the table's one lock (a leased check takes one lock).
 #[derive(Default)]
 struct Table {
-    /// Keyed by std's `RandomState` (SipHash with a random key): keys are the callers'.
-    leases: HashMap<Leased, Entry, RandomState>,
+    /// Each lease with its key and rate, hashed by the key alone (a key checked under several
+    /// rates is rare, and hashing the rate's fields too cost each look-up), so that a key's
+    /// entries are found by its hash: forgetting its denials visits them only.
+    leases: HashTable<(Leased, Entry)>,
+    /// Std's `RandomState` (SipHash with a random key): keys are the callers'.
+    hasher: RandomState,
+    /// The entries the last [`Leases::forget_denials`] visited (a unit test's reading).
+    #[cfg(test)]
+    visited: usize,
     /// The table's size that triggers the next sweep.
     sweep_at: usize,
     /// The checks that leases' denials answered (counted among the deny cache's answers),
@@ -90,18 +97,43 @@ struct Table {
     denials_answered: u64,
 }
 
-/// A lease's key in the table: a key and a rate. Hashed by the key alone (a key checked
-/// under several rates is rare, and hashing the rate's fields too cost each look-up), and a
-/// key of up to 23 bytes is kept inline (`SmolStr`), so that a look-up reads no other memory.
-#[derive(PartialEq, Eq)]
+/// A lease's key in the table: a key and a rate. A key of up to 23 bytes is kept inline
+/// (`SmolStr`), so that a look-up reads no other memory.
 struct Leased {
     key: SmolStr,
     rate: Rate,
 }
 
-impl Hash for Leased {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.key.as_str().hash(state);
+impl Table {
+    /// The hash of `key`, which its entries are found by.
+    #[inline]
+    fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The entry of `key`'s lease under `rate`.
+    #[inline]
+    fn get_mut(&mut self, key: &str, rate: Rate) -> Option<&mut Entry> {
+        let hash = self.hash(key);
+        self.leases
+            .find_mut(hash, |(leased, _)| {
+                *leased.key == *key && leased.rate == rate
+            })
+            .map(|(_, entry)| entry)
+    }
+
+    /// Adds the entry of a lease the table does not hold.
+    fn insert(&mut self, limit: LimitRef<'_>, entry: Entry) {
+        let Table { leases, hasher, .. } = self;
+        let leased = Leased {
+            key: limit.key.into(),
+            rate: limit.rate,
+        };
+        leases.insert_unique(
+            hasher.hash_one(limit.key),
+            (leased, entry),
+            |(leased, _)| hasher.hash_one(leased.key.as_str()),
+        );
     }
 }
 
@@ -292,8 +324,7 @@ impl Leases {
     pub(super) fn spend(&self, limit: LimitRef<'_>) -> Spent {
         let mut table = self.lock();
         let table = &mut *table;
-        let Some(Entry { state, .. }) = table.leases.get_mut(&Borrowed(limit.key, limit.rate))
-        else {
+        let Some(Entry { state, .. }) = table.get_mut(limit.key, limit.rate) else {
             return Spent::Nothing;
         };
         let at = Instant::now();
@@ -313,11 +344,22 @@ impl Leases {
         }
     }
 
-    /// Drops the remembered denials of `key`'s leases (a refund or a reset freed its window).
+    /// Drops the remembered denials of `key`'s leases (a refund or a reset freed its window):
+    /// it visits the entries of `key`'s hash only.
     pub(crate) fn forget_denials(&self, key: &str) {
         let mut table = self.lock();
-        for (Leased { key: leased, .. }, entry) in &mut table.leases {
-            if **leased == *key {
+        let table = &mut *table;
+        let hash = table.hash(key);
+        #[cfg(test)]
+        {
+            table.visited = 0;
+        }
+        for (leased, entry) in table.leases.iter_hash_mut(hash) {
+            #[cfg(test)]
+            {
+                table.visited += 1;
+            }
+            if *leased.key == *key {
                 entry.state.denied = None;
             }
         }
@@ -339,14 +381,14 @@ impl Leases {
     /// `limit`'s lease, made when it has none.
     pub(super) fn lease(&self, limit: LimitRef<'_>) -> Lease {
         let mut table = self.lock();
-        if let Some(entry) = table.leases.get(&Borrowed(limit.key, limit.rate)) {
+        if let Some(entry) = table.get_mut(limit.key, limit.rate) {
             return Arc::clone(&entry.lease);
         }
         if table.leases.len() >= table.sweep_at.max(SWEEP_FROM) {
             let now = Instant::now();
             // Leases nobody renews or waits on, with nothing to spend or give back: their
             // size is all they keep.
-            table.leases.retain(|_, entry| {
+            table.leases.retain(|(_, entry)| {
                 Arc::strong_count(&entry.lease) > 1
                     || (entry.state.left > 0 && now < entry.state.ends)
             });
@@ -357,7 +399,7 @@ impl Leases {
             state: State::new(),
             lease: Arc::clone(&lease),
         };
-        table.leases.insert(Leased::of(limit), entry);
+        table.insert(limit, entry);
         lease
     }
 
@@ -365,15 +407,13 @@ impl Leases {
     /// a check holds its [`Lease`]).
     fn with<T>(&self, limit: LimitRef<'_>, f: impl FnOnce(&mut State) -> T) -> T {
         let mut table = self.lock();
-        if let Some(entry) = table.leases.get_mut(&Borrowed(limit.key, limit.rate)) {
+        if let Some(entry) = table.get_mut(limit.key, limit.rate) {
             return f(&mut entry.state);
         }
         let mut state = State::new();
         let answer = f(&mut state);
         let lease = Lease::default();
-        table
-            .leases
-            .insert(Leased::of(limit), Entry { state, lease });
+        table.insert(limit, Entry { state, lease });
         answer
     }
 
@@ -565,32 +605,6 @@ impl State {
         state.gave_back = false;
         state.empties = at + grant.decision.reset_after;
         replaced
-    }
-}
-
-/// A lease's key in the table, borrowed, so that a check looks its lease up without copying
-/// its key; hashed as [`Leased`] is, by the key alone.
-struct Borrowed<'a>(&'a str, Rate);
-
-impl Hash for Borrowed<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.hash(state);
-    }
-}
-
-impl hashbrown::Equivalent<Leased> for Borrowed<'_> {
-    fn equivalent(&self, leased: &Leased) -> bool {
-        *leased.key == *self.0 && leased.rate == self.1
-    }
-}
-
-impl Leased {
-    /// The table's key of `limit`'s lease.
-    fn of(limit: LimitRef<'_>) -> Leased {
-        Leased {
-            key: limit.key.into(),
-            rate: limit.rate,
-        }
     }
 }
 
@@ -810,5 +824,49 @@ mod tests {
             state.after_wait(rate, 2, SECOND),
             AfterWait::Direct
         ));
+    }
+
+    /// Forgetting a key's denials (every give-back and refund does, with the deny cache on)
+    /// visits the entries of its hash, not the table: on a table of 100,000 leases, a handful.
+    #[test]
+    fn forgetting_a_keys_denials_visits_its_own_entries_only() {
+        let leases = Leases::new(Some(SECOND));
+        let rate = rate(1_000);
+        let other = Rate::new(999, Duration::from_secs(60)).unwrap().leased();
+        let denial = Decision::denied(1_000, SECOND, SECOND);
+        let keys: Vec<String> = (0..100_000).map(|i| format!("user:{i}")).collect();
+        // Held, as a renewal holds them: no sweep takes their entries.
+        let mut held = Vec::new();
+        for key in &keys {
+            let rates: &[Rate] = if key == "user:7" {
+                &[rate, other]
+            } else {
+                &[rate]
+            };
+            for &rate in rates {
+                let limit = LimitRef { key, rate, cost: 1 };
+                held.push(leases.lease(limit));
+                let now = Instant::now();
+                leases.with(limit, |state| {
+                    state.denied = Some((denial, now, now + SECOND));
+                });
+            }
+        }
+        leases.forget_denials("user:7");
+        let table = leases.lock();
+        let visited = table.visited;
+        assert!(
+            (2..=16).contains(&visited),
+            "visited {visited} of 100,001 entries"
+        );
+        let denied = |key: &str| {
+            table
+                .leases
+                .iter()
+                .filter(|(leased, entry)| *leased.key == *key && entry.state.denied.is_some())
+                .count()
+        };
+        assert_eq!(denied("user:7"), 0, "both of its rates forgotten");
+        assert_eq!(denied("user:8"), 1, "another key's kept");
     }
 }
