@@ -328,9 +328,14 @@ impl Limiter {
     }
 
     /// Forgets `key` as [`check`](Limiter::check) names it: every admission of every rate
-    /// that shares its log (in Redis, `DEL <prefix><key>`), and its log in the in-process
-    /// fallback of [`FailurePolicy::Local`], so that the key's next call starts a fresh window
-    /// (a support desk unblocking a customer). A call in flight may still record after it.
+    /// that shares its log, and its log in the in-process fallback of
+    /// [`FailurePolicy::Local`], so that the key's next call starts a fresh window (a support
+    /// desk unblocking a customer). A call in flight may still record after it.
+    ///
+    /// In Redis it forgets what was admitted up to the server's now and keeps what live
+    /// [quota leases](crate::guide::leases) of any process reserved, which their holders still
+    /// spend: the window then admits its threshold, reserves included, and never more (a
+    /// reset that deleted the reserves let their holders spend them beside a full window).
     ///
     /// The attribute's keys are laid out in [`guide::keys`](crate::guide::keys) (to forget all
     /// of a caller's, [`reset_scope`](Limiter::reset_scope)); a key given to
@@ -369,9 +374,11 @@ impl Limiter {
     /// keys per round trip, each within the timeout: for the stacked and the layers' tagged
     /// forms on the master that owns their hash tag, for the others over the whole keyspace
     /// (every master of a cluster, each by its address from `CLUSTER SLOTS`, scanned again if
-    /// the slots moved meanwhile); then `UNLINK` of the keys found: a support desk's tool, not
-    /// a hot path. It does not go through the circuit breakers, and a call in flight may still
-    /// record after it. For one key by its exact name, [`reset`](Limiter::reset).
+    /// the slots moved meanwhile); then each key found is reset as [`reset`](Limiter::reset)
+    /// does (live leases' reserves kept), 500 per script on one server, one per script in a
+    /// cluster: a support desk's tool, not a hot path. It does not go through the circuit
+    /// breakers, and a call in flight may still record after it. For one key by its exact
+    /// name, [`reset`](Limiter::reset).
     ///
     /// # Errors
     ///

@@ -65,9 +65,10 @@ impl Shared {
         })
     }
 
-    /// Forgets `key`: its log in the store (every admission of every rate that shares it) and
-    /// in the in-process fallback, through the circuit breakers and within the timeout. The
-    /// fallback is cleared even when the store cannot be reached.
+    /// Forgets `key`: its log in the store (every admission of every rate that shares it, up to
+    /// the store's now; what live leases reserved stays, to be spent) and in the in-process
+    /// fallback, through the circuit breakers and within the timeout. The fallback is cleared
+    /// even when the store cannot be reached.
     ///
     /// # Errors
     ///
@@ -89,10 +90,9 @@ impl Shared {
         let owned = key.to_owned();
         self.remote_op(self.store.part(key), move |shared| async move {
             let outcome = shared.store.reset(&owned).await;
-            // After the reset: a denial sent before it and cached meanwhile goes too, and so
-            // do this process's leases of the key (the reserves the reset deleted).
+            // After the reset: a denial sent before it and cached meanwhile goes too. This
+            // process's leases of the key stay: the reset kept their reserves.
             shared.forget_denials([owned.as_str()]);
-            shared.leases.forget_where(|leased| leased == owned);
             outcome
         })
         .await
@@ -100,8 +100,9 @@ impl Shared {
     }
 
     /// Forgets every log of `scope` and `key` as the attribute lays them out (see
-    /// [`ScopeKeys`]), in the store and in the in-process fallback (cleared even when the
-    /// store cannot be reached). Returns how many keys the store forgot.
+    /// [`ScopeKeys`]), in the store (keeping what live leases reserved, as
+    /// [`reset`](Shared::reset)) and in the in-process fallback (cleared even when the store
+    /// cannot be reached). Returns how many keys the store forgot.
     ///
     /// # Errors
     ///
@@ -116,11 +117,13 @@ impl Shared {
         self.fallback.remove_where(|stored| keys.matches(stored));
         let outcome = self.store.reset_scope(&keys).await;
         // A pattern names no key the deny cache can find: all of it goes (even after a
-        // failure, which may have forgotten some keys).
+        // failure, which may have forgotten some keys); so do the leases' remembered denials
+        // of the keys, whose reserves stay.
         if let Some(cache) = &self.deny_cache {
             cache.clear();
         }
-        self.leases.forget_where(|leased| keys.matches(leased));
+        self.leases
+            .forget_denials_where(|leased| keys.matches(leased));
         outcome.map_err(RateLimitError::Unavailable)
     }
 

@@ -169,9 +169,6 @@ struct State {
     empties: Instant,
     /// Renewals completed so far.
     generation: u64,
-    /// Resets of the key by this process so far: a grant sent before one is not spent (the
-    /// reset deleted its reserve).
-    resets: u64,
     /// How the last one went.
     last: Outcome,
     /// What the next lease asks for (the call at hand included).
@@ -208,13 +205,11 @@ pub(super) struct GiveBack {
     pub(super) now: u64,
 }
 
-/// A renewal as its install names it: its token, the lease's name, when it was sent, and the
-/// key's resets when it began.
+/// A renewal as its install names it: its token, the lease's name, and when it was sent.
 pub(super) struct Renewal {
     pub(super) token: u64,
     pub(super) name: Admission,
     pub(super) sent: Instant,
-    pub(super) resets: u64,
 }
 
 /// What a check that waited for the renewal does next.
@@ -222,12 +217,11 @@ pub(super) enum AfterWait {
     /// Answered by the renewal it waited for: a member of its reserve, or its denial.
     Answered(Decision),
     /// Renews, asking for `wanted`, after giving back what the ended lease left; `token`
-    /// names the renewal (only its own is installed) and `resets` the key's resets so far.
+    /// names the renewal (only its own is installed).
     Renew {
         wanted: u32,
         give_back: Option<GiveBack>,
         token: u64,
-        resets: u64,
     },
     /// The renewal it waited for failed, or left nothing to spend: checked on its own, as a
     /// check of no lease is.
@@ -246,7 +240,6 @@ impl State {
             count: 0,
             empties: now,
             generation: 0,
-            resets: 0,
             last: Outcome::Granted,
             size: 1,
             gave_back: false,
@@ -365,15 +358,14 @@ impl Leases {
         }
     }
 
-    /// Ends, with nothing to give back, this process's leases of the keys `forgotten` names:
-    /// a reset deleted their reserves from the store. (Other processes spend theirs until
-    /// their leases end.)
-    pub(crate) fn forget_where(&self, mut forgotten: impl FnMut(&str) -> bool) {
+    /// Drops the remembered denials of the leases of the keys `forgotten` names (a reset by
+    /// scope): a pass over the table. Their reserves stay to be spent: a reset keeps what
+    /// live leases reserved.
+    pub(crate) fn forget_denials_where(&self, mut forgotten: impl FnMut(&str) -> bool) {
         let mut table = self.lock();
-        for (Leased { key, .. }, entry) in &mut table.leases {
-            if forgotten(key) {
-                entry.state.left = 0;
-                entry.state.resets += 1;
+        for (leased, entry) in &mut table.leases {
+            if forgotten(&leased.key) {
+                entry.state.denied = None;
             }
         }
     }
@@ -536,7 +528,6 @@ impl State {
             wanted: state.size,
             give_back,
             token,
-            resets: state.resets,
         }
     }
 
@@ -548,12 +539,7 @@ impl State {
         grant: Option<&Grant>,
         deny_ttl: Option<Duration>,
     ) -> Option<GiveBack> {
-        let Renewal {
-            token,
-            name,
-            sent,
-            resets,
-        } = renewal;
+        let Renewal { token, name, sent } = renewal;
         let state = self;
         if state.renewing.map(|(current, _)| current) != Some(token) {
             // Another renewal began since (this one outlived the store's timeout): its reserve,
@@ -590,11 +576,6 @@ impl State {
             left: std::mem::take(&mut state.left),
             now: state.now,
         });
-        if state.resets != resets {
-            // The key was reset while the lease was on its way: its reserve is gone.
-            state.left = 0;
-            return replaced;
-        }
         state.name = name;
         state.left = grant.reserved;
         state.owner = std::process::id();
@@ -653,7 +634,6 @@ mod tests {
             token,
             name: name(byte),
             sent,
-            resets: state.resets,
         };
         state.install(renewal, grant, None)
     }
@@ -750,80 +730,24 @@ mod tests {
     }
 
     #[test]
-    fn an_install_never_overwrites_a_reserve_and_skips_one_sent_before_a_reset() {
+    fn an_install_never_overwrites_a_reserve() {
         let mut state = State::new();
         let sent = Instant::now();
         renewed(&mut state, 4, sent, Some(&grant(1_000, 8, 7, SECOND)));
         let replaced = renewed(&mut state, 5, sent, Some(&grant(1_000, 16, 7, SECOND))).unwrap();
         assert_eq!((replaced.name, replaced.left), (name(4), 7));
         assert_eq!(state.left, 7);
-        state.left = 0;
-        state.renewing = Some((state.tokens, Instant::now()));
-        let renewal = Renewal {
-            token: state.tokens,
-            name: name(6),
-            sent,
-            resets: state.resets,
-        };
-        state.resets += 1;
-        state.install(renewal, Some(&grant(1_000, 24, 7, SECOND)), None);
-        assert_eq!(state.left, 0, "sent before the reset: nothing to spend");
         // A renewal that is not the lease's own any more (another began since) gives its whole
         // reserve back, and changes nothing.
         let stale = Renewal {
             token: 999,
             name: name(10),
             sent,
-            resets: state.resets,
         };
         let back = state
             .install(stale, Some(&grant(1_000, 32, 7, SECOND)), None)
             .unwrap();
-        assert_eq!((back.name, back.left, state.left), (name(10), 7, 0));
-    }
-
-    #[test]
-    fn waiters_share_a_denial_go_on_their_own_after_a_failure_or_an_empty_grant_and_leases_grow() {
-        let rate = rate(1_000);
-        let sent = Instant::now();
-        let mut state = State::new();
-        assert!(matches!(
-            state.after_wait(rate, 0, SECOND),
-            AfterWait::Renew { wanted: 1, .. }
-        ));
-        // The call alone (no reserve): those who waited for it go on their own...
-        renewed(&mut state, 7, sent, Some(&grant(1_000, 1, 0, SECOND)));
-        assert!(matches!(
-            state.after_wait(rate, 0, SECOND),
-            AfterWait::Direct
-        ));
-        // ... and the next renewal, the last one spent, asks for twice as many.
-        assert!(matches!(
-            state.after_wait(rate, 1, SECOND),
-            AfterWait::Renew { wanted: 2, .. }
-        ));
-        let denial = Decision::denied(1_000, Duration::from_secs(5), Duration::from_secs(60));
-        let denied = Grant {
-            decision: denial,
-            ..grant(1_000, 1_000, 0, SECOND)
-        };
-        renewed(&mut state, 8, sent, Some(&denied));
-        match state.after_wait(rate, 1, SECOND) {
-            AfterWait::Answered(decision) => {
-                assert!(!decision.allowed);
-                assert!(decision.retry_after.unwrap() <= Duration::from_secs(5));
-            }
-            _ => panic!("the denial it waited for is shared"),
-        }
-        assert!(
-            matches!(state.after_wait(rate, 2, SECOND), AfterWait::Renew { .. }),
-            "a check that came after it asks the store"
-        );
-        renewed(&mut state, 9, sent, None);
-        assert!(matches!(
-            state.after_wait(rate, 2, SECOND),
-            AfterWait::Direct
-        ));
+        assert_eq!((back.name, back.left, state.left), (name(10), 7, 7));
     }
 
     /// Forgetting a key's denials (every give-back and refund does, with the deny cache on)
@@ -868,5 +792,49 @@ mod tests {
         };
         assert_eq!(denied("user:7"), 0, "both of its rates forgotten");
         assert_eq!(denied("user:8"), 1, "another key's kept");
+    }
+
+    #[test]
+    fn waiters_share_a_denial_go_on_their_own_after_a_failure_or_an_empty_grant_and_leases_grow() {
+        let rate = rate(1_000);
+        let sent = Instant::now();
+        let mut state = State::new();
+        assert!(matches!(
+            state.after_wait(rate, 0, SECOND),
+            AfterWait::Renew { wanted: 1, .. }
+        ));
+        // The call alone (no reserve): those who waited for it go on their own...
+        renewed(&mut state, 7, sent, Some(&grant(1_000, 1, 0, SECOND)));
+        assert!(matches!(
+            state.after_wait(rate, 0, SECOND),
+            AfterWait::Direct
+        ));
+        // ... and the next renewal, the last one spent, asks for twice as many.
+        assert!(matches!(
+            state.after_wait(rate, 1, SECOND),
+            AfterWait::Renew { wanted: 2, .. }
+        ));
+        let denial = Decision::denied(1_000, Duration::from_secs(5), Duration::from_secs(60));
+        let denied = Grant {
+            decision: denial,
+            ..grant(1_000, 1_000, 0, SECOND)
+        };
+        renewed(&mut state, 8, sent, Some(&denied));
+        match state.after_wait(rate, 1, SECOND) {
+            AfterWait::Answered(decision) => {
+                assert!(!decision.allowed);
+                assert!(decision.retry_after.unwrap() <= Duration::from_secs(5));
+            }
+            _ => panic!("the denial it waited for is shared"),
+        }
+        assert!(
+            matches!(state.after_wait(rate, 2, SECOND), AfterWait::Renew { .. }),
+            "a check that came after it asks the store"
+        );
+        renewed(&mut state, 9, sent, None);
+        assert!(matches!(
+            state.after_wait(rate, 2, SECOND),
+            AfterWait::Direct
+        ));
     }
 }

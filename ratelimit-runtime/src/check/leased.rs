@@ -67,7 +67,7 @@ impl Shared {
             },
         };
         let after = self.leases.after_wait(limit, seen, self.store.timeout());
-        let (wanted, give_back, token, resets) = match after {
+        let (wanted, give_back, token) = match after {
             AfterWait::Answered(decision) => {
                 drop(renewing);
                 self.settle_denial(ticket, limit, None);
@@ -77,8 +77,7 @@ impl Shared {
                 wanted,
                 give_back,
                 token,
-                resets,
-            } => (wanted, give_back, token, resets),
+            } => (wanted, give_back, token),
             AfterWait::Direct => {
                 drop(renewing);
                 return self.direct(scope, limit, None, None, ticket).await;
@@ -98,9 +97,7 @@ impl Shared {
         }
         // The lock stays with this caller: one that stops waiting lets the next check in,
         // which then leaves the renewal on its way alone (its token) for up to the timeout.
-        let outcome = self
-            .renew(runtime, limit, (token, resets), wanted, ticket)
-            .await;
+        let outcome = self.renew(runtime, limit, token, wanted, ticket).await;
         drop(renewing);
         let result = match outcome {
             Ok(decision) => Ok(decision),
@@ -109,15 +106,14 @@ impl Shared {
         self.answered(scope, limit.key, result, timer)
     }
 
-    /// Renews the lease of `limit` (the renewal `token`, begun after `resets` resets of its
-    /// key) for up to `wanted` admissions, the call at hand included, on `runtime` (so that
+    /// Renews the lease of `limit` (the renewal `token`) for up to `wanted` admissions, the call at hand included, on `runtime` (so that
     /// it installs its grant even if its caller stops waiting); returns the call's decision.
     /// A grant with a reserve sets a timer that gives back what is left of it when it ends.
     async fn renew(
         self: &Arc<Self>,
         runtime: Runtime,
         limit: LimitRef<'_>,
-        (token, resets): (u64, u64),
+        token: u64,
         wanted: u32,
         ticket: Option<Ticket>,
     ) -> Result<Decision, StoreError> {
@@ -131,15 +127,10 @@ impl Shared {
                 rate,
                 cost: 1,
             };
-            let name = shared.store.admission();
+            let name = shared.store.lease_name();
             let sent = Instant::now();
             let outcome = shared.store.lease(limit, &name, wanted, lasts(rate)).await;
-            let renewal = Renewal {
-                token,
-                name,
-                sent,
-                resets,
-            };
+            let renewal = Renewal { token, name, sent };
             let back = shared.leases.install(limit, renewal, outcome.as_ref().ok());
             let installed = back.as_ref().is_none_or(|back| back.name != name);
             if let (Some(back), Some(runtime)) = (back, Runtime::current()) {
@@ -179,14 +170,14 @@ impl Shared {
         let shared = Arc::clone(self);
         let (key, rate) = (limit.key.to_owned(), limit.rate);
         runtime.spawn(async move {
-            let limits = [LimitRef {
+            let limit = LimitRef {
                 key: &key,
                 rate,
                 cost: give_back.left,
-            }];
+            };
             if shared
                 .store
-                .refund(&limits, &give_back.name, give_back.now)
+                .give_back(limit, &give_back.name, give_back.now)
                 .await
                 .is_ok()
             {

@@ -96,6 +96,23 @@
 //! replica that can be promoted acknowledged) leaves a later refund of it to a master that
 //! never counted it, where a counter's refund takes another call's cost.
 
+//! # Resets
+//!
+//! A reset ([`Store::reset`], [`Store::reset_scope`]: `reset.lua`, in Redis) forgets a key's
+//! admissions up to the store's now, **and keeps what live leases reserved**, so that no
+//! process can spend more than the window then holds: a log keeps its reserve members scored
+//! after now (a lease's name, its first character one of `E` to `H`, is never an admission's:
+//! `store/redis/member.rs`) and loses every other member, admissions at explicit times later
+//! than now included; a counter keeps, of its current fixed window, the reserve that window's
+//! leases recorded (`counter.lua`'s lease record: their reserves, less their give-backs) while
+//! one of them lasts, as a counter first written at the reset, so that a refund of a check
+//! made before it takes nothing, and a lease's give-back takes at most what was kept. The
+//! counter keeps the whole reserve, what its holders spent before the reset included: fewer
+//! admissions until the window ends, never more. A reset resent after a lost connection forgets
+//! what came between its two runs too. In process there are no leases, and a reset forgets
+//! everything. After a reset the bound holds over the admissions that follow it, the
+//! reserves' spends among them.
+//!
 //! # Leases
 //!
 //! A lease ([`Store::lease`], `lease.lua`) checks the call at hand of one limit at cost 1, on
@@ -124,9 +141,9 @@
 //!   run recorded is removed (nobody spends it); only a resend the client marks removes it, so
 //!   that a first send delayed past its resend (a proxy that held it) cannot remove the reserve
 //!   the process is spending. A counter's lease is never resent.
-//! - A reset forgets the reserves with the key; the process that reset it drops its own
-//!   leases of the key, other processes spend theirs until their leases end (at most a
-//!   sixteenth of the threshold each, for at most a sixteenth of the period or a second).
+//! - **A reset keeps what live leases reserved** (see [Resets](self#resets)): their holders,
+//!   this process among them, go on spending it, and every check after the reset counts it.
+//!   A counter's give-back after a reset takes at most what the reset kept of its window.
 //! - As for every admission, a failover that loses the lease's write (its master replaced by
 //!   a replica that never got it) lets the new master admit what the lease holds;
 //!   `wait_for_replicas` closes it.
@@ -308,6 +325,34 @@ impl Store {
         match self {
             Store::Redis(store) => store.refund(limits, admission, now).await,
             Store::Memory(_) => Ok(Vec::new()),
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
+    /// A new lease's name, for [`lease`](Store::lease) and its give-back (the in-process store
+    /// leases nothing: all zeros).
+    pub(crate) fn lease_name(&self) -> Admission {
+        match self {
+            Store::Redis(store) => store.lease_name(),
+            Store::Memory(_) | Store::Misconfigured(_) => Admission::default(),
+        }
+    }
+
+    /// Gives back `limit`'s unspent reserve (its cost) of the lease named `lease`, granted at
+    /// `now` (see [Leases](self#leases)).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Store::check).
+    pub(crate) async fn give_back(
+        &self,
+        limit: LimitRef<'_>,
+        lease: &Admission,
+        now: u64,
+    ) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(store) => store.give_back(limit, lease, now).await,
+            Store::Memory(_) => Ok(()),
             Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
         }
     }

@@ -24,8 +24,9 @@
 //! address, so counting only script lines counts each command once. From them:
 //!
 //! - **Exactness of logs**: each `ZADD ... NX <score> <member>` that added a member is an
-//!   admission at server time `<score>`; a refund's `ZREM` of it takes it back; a `DEL` of the
-//!   key (a reset) or a restart forgets what came before. In every key, every window
+//!   admission at server time `<score>`; a refund's `ZREM` of it takes it back; a reset (the
+//!   reset script) or a restart forgets what came before, but for what the reset kept (live
+//!   leases' reserves), which starts the new epoch at its scores. In every key, every window
 //!   `(t − P, t]` holds at most the threshold of the admissions not taken back since the last
 //!   reset.
 //! - **Exactness of counters**: a check's `HSET` of a counter's field adds the check's cost to
@@ -52,6 +53,9 @@
 //!   killed (the tap may miss a command whose reply the stalled proxy delivered after the
 //!   restart). A limiter that spent more of a lease than it reserved, or a reserve after
 //!   giving it back, fails here.
+//! - **Counters kept by a reset**: the reset script's rewrite of a counter's field (a window's
+//!   kept reserve) starts the new epoch, and the grants of that window's leases go with it:
+//!   their give-backs take at most what the reset kept.
 //! - **State**: after quiet, every key under the prefix has a TTL.
 //! - **Liveness**: every call returned within its timeout (twice for two round trips: across
 //!   cluster slots, a reset of a log and counter in two slots, a leased check that waited for

@@ -21,7 +21,9 @@ enum Script {
     Refund,
     /// `lease.lua`: a quota lease of one limit (the call at hand, and a reserve).
     Lease,
-    /// `peek.lua` (both variants), `reset.lua`: nothing to account, `DEL`s aside.
+    /// `reset.lua`: forgets keys up to the server's now, keeping what live leases reserved.
+    Reset,
+    /// `peek.lua` (both variants): nothing to account.
     Other,
 }
 
@@ -72,7 +74,10 @@ fn known_scripts() -> HashMap<String, Script> {
             hash(&format!("{counter}{}", source!("lease.lua"))),
             Script::Lease,
         ),
-        (hash(source!("reset.lua")), Script::Other),
+        (
+            hash(&format!("{counter}{}", source!("reset.lua"))),
+            Script::Reset,
+        ),
     ])
 }
 
@@ -134,7 +139,7 @@ impl Run {
                     period: number(3 + 3 * i),
                     threshold: number(4 + 3 * i),
                 },
-                Script::Other => continue,
+                Script::Reset | Script::Other => continue,
             };
             limits.insert(key.as_str(), args);
         }
@@ -185,6 +190,10 @@ struct CounterAdmission {
     window: u64,
     cost: u64,
     refunded: bool,
+    /// A lease's grant.
+    lease: bool,
+    /// A lease's grant whose reserve a reset kept (into the epoch it started).
+    carried: bool,
 }
 
 #[derive(Default)]
@@ -193,6 +202,9 @@ struct CounterKey {
     admissions: HashMap<(u64, String), CounterAdmission>,
     /// Cost admitted and not taken back, per (epoch, period, window).
     windows: BTreeMap<(u32, u64, u64), (i64, u64)>,
+    /// What a reset kept of its window's leases' reserve, per (epoch, period, window), less
+    /// what their give-backs took since.
+    kept: HashMap<(u32, u64, u64), u64>,
 }
 
 /// A lease, as the tap saw it: the reserve it recorded beyond the call at hand, and what
@@ -248,6 +260,10 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                 counter.epoch += 1;
             }
             written.clear();
+        }
+        if run.script == Script::Reset {
+            reset(run, &mut logs, &mut counters, &mut written);
+            continue;
         }
         let limits = run.limits();
         let admission = run.admission().to_owned();
@@ -437,6 +453,8 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                         *server.entry(hot_key(key, inputs.prefix)).or_default() -= entry.0;
                     }
                 }
+                // A counter's lease record (`<period>:lease`): what a reset keeps, judged there.
+                "HSET" if effect.get(2).is_some_and(|field| field.contains(':')) => {}
                 "HSET" => {
                     let Some(limit) = limits.get(key.as_str()) else {
                         verdict.violation(format!(
@@ -476,6 +494,8 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                     window,
                                     cost: granted,
                                     refunded: false,
+                                    lease: true,
+                                    carried: false,
                                 },
                             );
                             verdict.count("judged: counter leases", 1);
@@ -517,6 +537,8 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                     window,
                                     cost: limit.cost,
                                     refunded: false,
+                                    lease: false,
+                                    carried: false,
                                 },
                             );
                             verdict.count("judged: counter admissions", 1);
@@ -555,7 +577,18 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                                 ));
                                                 }
                                                 lease.given_back += limit.cost as i64;
-                                                limit.cost.min(own.cost)
+                                                if own.carried {
+                                                    // What the reset kept, at most.
+                                                    let pool = counter
+                                                        .kept
+                                                        .entry((epoch, limit.period, own.window))
+                                                        .or_default();
+                                                    let taken = limit.cost.min(*pool);
+                                                    *pool -= taken;
+                                                    taken
+                                                } else {
+                                                    limit.cost.min(own.cost)
+                                                }
                                             }
                                             None => {
                                                 verdict.count("judged: counter refunds", 1);
@@ -594,7 +627,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                 }
                             }
                         }
-                        Script::Other => {}
+                        Script::Reset | Script::Other => {}
                     }
                 }
                 _ => {}
@@ -611,6 +644,118 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
     }
     accounting(inputs, &server, &reserves, &mut verdict);
     verdict
+}
+
+/// A reset script's run: each of its keys forgotten (a new epoch), but for what the script
+/// kept, which starts the new epoch: a log's members left after its removals (live leases'
+/// reserves), counted again at their scores; a counter's fields it wrote afresh (a window's
+/// kept reserve), with the grants of that window's leases, whose give-backs take from it.
+fn reset(
+    run: &Run,
+    logs: &mut HashMap<String, LogKey>,
+    counters: &mut HashMap<String, CounterKey>,
+    written: &mut HashMap<(String, String), (u64, u64, u64)>,
+) {
+    // Per counter hash: the (period, window, reserve) it kept.
+    let mut kept: HashMap<&str, Vec<(u64, u64, u64)>> = HashMap::new();
+    for effect in &run.effects {
+        let command = effect[0].to_ascii_uppercase();
+        let Some(key) = effect.get(1) else { continue };
+        match command.as_str() {
+            "ZREMRANGEBYSCORE" => {
+                let upto = effect
+                    .get(3)
+                    .and_then(|x| x.parse::<u64>().ok())
+                    .unwrap_or(0);
+                if let Some(log) = logs.get_mut(key) {
+                    log.live.retain(|_, score| *score > upto);
+                }
+            }
+            "ZREM" => {
+                if let Some(log) = logs.get_mut(key) {
+                    for member in &effect[2..] {
+                        log.live.remove(member);
+                    }
+                }
+            }
+            "DEL" => {
+                for key in &effect[1..] {
+                    if let Some(log) = logs.get_mut(key) {
+                        log.live.clear();
+                    }
+                    written.retain(|(hash, _), _| hash != key);
+                }
+            }
+            "HSET" => {
+                let (Some(field), Some(value)) = (effect.get(2), effect.get(3)) else {
+                    continue;
+                };
+                let numbers: Vec<u64> = value.split(' ').filter_map(|n| n.parse().ok()).collect();
+                let (Ok(period), &[window, prev, cur, ..]) = (field.parse::<u64>(), &numbers[..])
+                else {
+                    continue;
+                };
+                written.insert((key.clone(), field.clone()), (window, prev, cur));
+                kept.entry(key.as_str())
+                    .or_default()
+                    .push((period, window, cur));
+            }
+            "HDEL" => {
+                for field in &effect[2..] {
+                    written.remove(&(key.clone(), field.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+    for key in &run.keys {
+        if let Some(log) = logs.get_mut(key) {
+            log.epoch += 1;
+            let epoch = log.epoch;
+            let live: Vec<(String, u64)> = log
+                .live
+                .iter()
+                .map(|(member, &score)| (member.clone(), score))
+                .collect();
+            for (member, score) in live {
+                log.by_member
+                    .entry(member)
+                    .or_default()
+                    .push(log.admissions.len());
+                log.admissions.push(LogAdmission {
+                    score,
+                    epoch,
+                    refunded: false,
+                });
+            }
+        }
+        if let Some(counter) = counters.get_mut(key) {
+            let old = counter.epoch;
+            counter.epoch += 1;
+            let epoch = counter.epoch;
+            for &(period, window, reserve) in kept.get(key.as_str()).into_iter().flatten() {
+                let threshold = counter
+                    .windows
+                    .get(&(old, period, window))
+                    .map_or(0, |&(_, threshold)| threshold);
+                counter
+                    .windows
+                    .insert((epoch, period, window), (reserve as i64, threshold));
+                counter.kept.insert((epoch, period, window), reserve);
+                for ((of, _), admission) in &mut counter.admissions {
+                    if *of == period
+                        && admission.lease
+                        && admission.epoch == old
+                        && admission.window == window
+                        && !admission.refunded
+                    {
+                        admission.epoch = epoch;
+                        admission.carried = true;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The hot key of a Redis key (the prefix and a counter's suffix taken off).

@@ -669,3 +669,208 @@ fn a_renewal_parked_on_an_idle_runtime_holds_up_no_other() {
         assert_eq!(admitted, 100);
     });
 }
+
+/// Checks `key` against `rate` with each of `limiters` in turn until every one is denied;
+/// returns how many were admitted.
+async fn admitted_until_full(limiters: &[&Limiter], key: &str, rate: Rate) -> u64 {
+    let mut admitted = 0;
+    loop {
+        let mut any = false;
+        for limiter in limiters {
+            if limiter
+                .check(key, rate)
+                .await
+                .expect("a store answer")
+                .allowed
+            {
+                admitted += 1;
+                any = true;
+            }
+        }
+        if !any {
+            return admitted;
+        }
+    }
+}
+
+/// Two limiters share a key leased at 320 per hour; one holds a reserve it has not spent when
+/// the other resets the key. The reset forgets the admissions up to the server's now and keeps
+/// the reserve, which its holder still spends: the window then admits 320, not 331 (the reset
+/// deleted the reserve, and the holder spent it beside a full window: issue 34).
+async fn a_reset_keeps_the_reserve_another_limiter_spends(algorithm: Algorithm) {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-reset");
+    if algorithm == Algorithm::SlidingWindowCounter {
+        within_one_fixed_window(&redis).await;
+    }
+    let rate = Rate::new(320, HOUR)
+        .unwrap()
+        .with_algorithm(algorithm)
+        .leased();
+    let (holder, other) = (limiter(&redis, &prefix), limiter(&redis, &prefix));
+    for attempt in 0.. {
+        assert!(
+            attempt < 10,
+            "the holder's lease kept ending before the reset"
+        );
+        let key = format!("hot-{attempt}");
+        // Leases of 1, 2, 4, 8 then 16 (a sixteenth of 320 is 20): 20 calls leave 11 of the
+        // last unspent, for a second.
+        let started = std::time::Instant::now();
+        for _ in 0..20 {
+            assert!(holder.check(&key, rate).await.unwrap().allowed);
+        }
+        other.reset(&key).await.expect("reset");
+        if started.elapsed() > Duration::from_millis(700) {
+            // The lease may have ended before the reset: the scenario did not happen.
+            continue;
+        }
+        let admitted = admitted_until_full(&[&holder, &other], &key, rate).await;
+        assert!(
+            (300..=320).contains(&admitted),
+            "{admitted} admitted after the reset ({algorithm:?}), threshold 320"
+        );
+        break;
+    }
+    redis.clean_up(&prefix).await;
+}
+
+#[tokio::test]
+async fn a_reset_keeps_the_reserve_another_limiter_spends_log() {
+    a_reset_keeps_the_reserve_another_limiter_spends(Algorithm::SlidingWindowLog).await;
+}
+
+#[tokio::test]
+async fn a_reset_keeps_the_reserve_another_limiter_spends_counter() {
+    a_reset_keeps_the_reserve_another_limiter_spends(Algorithm::SlidingWindowCounter).await;
+}
+
+/// `reset.lua` on the store's own: a log keeps only live leases' reserves (members of a
+/// lease's name, scored after now), not a later admission at an explicit time, nor the call
+/// a lease was taken for; a counter keeps only the reserve its window's leases hold, which a
+/// refund of a check made before the reset cannot take, and a give-back can.
+#[tokio::test]
+async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-reset-script");
+    let mut connection = redis.connection().await;
+    let source = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/../ratelimit-runtime/src/store/redis/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let counter_lua = source("counter.lua");
+    let reset = redis::Script::new(&format!("{counter_lua}{}", source("reset.lua")));
+    let refund = redis::Script::new(&format!("{counter_lua}{}", source("refund.lua")));
+    let lease = lease_script();
+    let hour = HOUR.as_micros() as u64;
+
+    // A log: a lease (its name's first character one of E to H) of 4, for 10 s.
+    let log = format!("{prefix}log");
+    let granted = lease_run(
+        &lease,
+        &mut connection,
+        &log,
+        (hour, 320, 4, 10_000_000),
+        "Elease",
+        "",
+    )
+    .await;
+    assert_eq!(granted[0], 4);
+    let now = server_now(&mut connection).await;
+    // An admission at an explicit time after now, and one before.
+    let () = connection.zadd(&log, "Aearly", now - 1_000).await.unwrap();
+    let () = connection
+        .zadd(&log, "Alater", now + 5_000_000)
+        .await
+        .unwrap();
+    let forgotten: Vec<i64> = reset.key(&log).invoke_async(&mut connection).await.unwrap();
+    assert_eq!(forgotten, [1]);
+    let mut kept: Vec<String> = connection.zrange(&log, 0, -1).await.unwrap();
+    kept.sort();
+    assert_eq!(
+        kept,
+        ["Elease.1", "Elease.2", "Elease.3"],
+        "the reserve alone"
+    );
+
+    // A counter: a lease of 4 (the call and 3 reserved) for 10 s, then a reset.
+    within_one_fixed_window(&redis).await;
+    let counter = format!("{prefix}ctr#swc");
+    let granted: Vec<i64> = lease
+        .key(&counter)
+        .arg(hour)
+        .arg(320)
+        .arg("Flease")
+        .arg(4)
+        .arg(10_000_000)
+        .arg("c")
+        .arg("")
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(granted[0], 4);
+    let lease_time = u64::try_from(granted[1]).unwrap();
+    let field = hour.to_string();
+    let window = lease_time / hour;
+    let forgotten: Vec<i64> = reset
+        .key(&counter)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(forgotten, [1]);
+    let stored: String = connection.hget(&counter, &field).await.unwrap();
+    let counts: Vec<u64> = stored.split(' ').map(|n| n.parse().unwrap()).collect();
+    assert_eq!(
+        counts[..3],
+        [window, 0, 3],
+        "the window starts afresh from the reserve"
+    );
+    assert!(counts[3] > lease_time, "first written at the reset");
+    // A refund of a check made before the reset takes nothing from it...
+    let refund_of = |kind: &str, cost: u64| {
+        let mut call = refund.key(&counter);
+        call.arg("Alater")
+            .arg(lease_time)
+            .arg(cost)
+            .arg(hour)
+            .arg(320)
+            .arg(kind);
+        call
+    };
+    let _: Vec<i64> = refund_of("c", 2)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&counter, &field).await.unwrap();
+    assert!(stored.starts_with(&format!("{window} 0 3 ")), "{stored}");
+    // ... a give-back of the lease takes its cost, and a second one what the reset kept at
+    // most.
+    let _: Vec<i64> = refund_of("g", 2)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&counter, &field).await.unwrap();
+    assert!(stored.starts_with(&format!("{window} 0 1 ")), "{stored}");
+    let _: Vec<i64> = refund_of("g", 2)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&counter, &field).await.unwrap();
+    assert!(stored.starts_with(&format!("{window} 0 0 ")), "{stored}");
+    // With no lease of its window left to last, a reset forgets the counter whole.
+    let forgotten: Vec<i64> = reset
+        .key(&counter)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(forgotten, [1]);
+    let exists: bool = connection.exists(&counter).await.unwrap();
+    assert!(
+        !exists,
+        "a counter with nothing reserved is forgotten whole"
+    );
+    redis.clean_up(&prefix).await;
+}

@@ -165,6 +165,51 @@ local function counter_store(key, index, prev, cur, born, period, now, first)
   end
 end
 
+-- The field that records what period's leases (lease.lua) reserved in one fixed window:
+-- '<w> <reserved> <ends>', the window's index, the admissions they reserved beyond their
+-- calls (less what they gave back), and when the last of them ends (µs). A reset keeps that
+-- reserve in the counter while a lease of the window lasts (reset.lua).
+local function lease_field(period)
+  return string.format('%d:lease', period)
+end
+
+-- The record of period's leases at key: its window's index, reserved and ends; nil when
+-- there is none.
+local function leases_read(key, period)
+  local stored = redis.call('HGET', key, lease_field(period))
+  if not stored then
+    return nil
+  end
+  local w, reserved, ends = string.match(stored, '^(%d+) (%d+) (%d+)$')
+  return tonumber(w), tonumber(reserved), tonumber(ends)
+end
+
+local function leases_write(key, period, index, reserved, ends)
+  redis.call('HSET', key, lease_field(period),
+    string.format('%d %d %d', index, reserved, ends))
+end
+
+-- Records a lease of period's counter at key, in window index, reserving `reserved` beyond its
+-- call until `ends`.
+local function leases_add(key, period, index, reserved, ends)
+  local w, held, last = leases_read(key, period)
+  if w ~= index then
+    held, last = 0, 0
+  end
+  leases_write(key, period, index, held + reserved, math.max(last, ends))
+end
+
+-- Takes cost given back by a lease of window index off the record; returns what the record
+-- held for that window before (0: none).
+local function leases_take(key, period, index, cost)
+  local w, held, last = leases_read(key, period)
+  if w ~= index then
+    return 0
+  end
+  leases_write(key, period, w, math.max(held - cost, 0), last)
+  return held
+end
+
 -- Admits a call of cost (above 0) at now into the counter of period at key, seen as
 -- counter_window saw it: into cur, or into prev for a time before the key's window; keeps
 -- it, and returns the counts with the call.

@@ -6,11 +6,12 @@
 -- KEYS[1]  the limit's sorted set (a log), or its counter's hash.
 -- ARGV[1]  period, integer microseconds (1,000 ..= 3,155,760,000,000,000).
 -- ARGV[2]  threshold (1 ..= 4,294,967,295).
--- ARGV[3]  the lease's name, unique across processes and calls. In a log, the call at hand is
---          the member ARGV[3] .. '.0' and the reserve the members ARGV[3] .. '.' .. j for j in
---          1..granted - 1, which the process spends from the highest down, so that what it
---          gives back when the lease ends is 1..unused: refund.lua's members of an admission
---          of that cost.
+-- ARGV[3]  the lease's name, unique across processes and calls, its first character one of
+--          E to H (an admission's is one of A to D: member.rs), by which a reset tells a
+--          reserve from an admission. In a log, the call at hand is the member ARGV[3] .. '.0'
+--          and the reserve the members ARGV[3] .. '.' .. j for j in 1..granted - 1, which the
+--          process spends from the highest down, so that what it gives back when the lease
+--          ends is 1..unused: refund.lua's members of an admission of that cost.
 -- ARGV[4]  wanted: the call and the reserve (1 ..= 10,000).
 -- ARGV[5]  how long the lease lasts, integer microseconds (1 ..= the period).
 -- ARGV[6]  'c' for a sliding window counter; anything else for a log.
@@ -30,7 +31,11 @@
 --   threshold of uses, whenever within the lease they came;
 -- - a counter adds the whole lease to the current fixed window's count at once, and the lease
 --   ends no later than that window does: every use is counted in the window it falls in, and
---   by every check made after the reservation.
+--   by every check made after the reservation. Its reserve is also added to the window's
+--   lease record (counter.lua's lease_field), which a reset keeps while a lease lasts.
+-- - a reset (reset.lua) keeps a log's reserve members while they are scored after its now,
+--   and a counter's recorded reserve while a lease of the window lasts: what a process may
+--   still spend stays counted.
 -- Leases use the server's clock only: there is no explicit time.
 --
 -- A lease resent after a lost connection (marked; its log's member .0 recorded already) was
@@ -74,6 +79,9 @@ if ARGV[6] == 'c' then
   prev, cur = counter_admit(key, period, now, granted, index, prev, cur, ahead, born, first)
   if granted == 1 then
     lasts = 0
+  else
+    -- What a reset keeps while the lease lasts.
+    leases_add(key, period, index, granted - 1, now + lasts)
   end
   return {granted, now, count + granted, 0, counter_reset(prev, cur, elapsed, ahead, period), lasts}
 end

@@ -25,6 +25,10 @@ pub(super) struct MemberSource {
 /// The length of a member.
 const MEMBER_LEN: usize = 22;
 
+/// How far a lease's name moves the first character of an admission's (`A`..=`D`, the top two
+/// bits of the nonce) to tell the two apart: to `E`..=`H`.
+const LEASE_SHIFT: u8 = 4;
+
 /// The name of one call's admission: the member it is recorded as (at cost 1, alone), or the
 /// stem of its members (`<admission>.<j>`, several limits or another cost), by which a refund
 /// finds them.
@@ -43,6 +47,15 @@ impl MemberSource {
 
     pub(super) fn next(&self) -> Admission {
         self.next_in(std::process::id())
+    }
+
+    /// The next lease's name: as [`next`](MemberSource::next)'s, with its first character, one
+    /// of `A` to `D` there, moved four places on to one of `E` to `H`, so that a reset tells a
+    /// lease's reserve from any admission (`reset.lua`), the names staying unique.
+    pub(super) fn next_lease(&self) -> Admission {
+        let mut name = self.next();
+        name[0] += LEASE_SHIFT;
+        name
     }
 
     /// The next member of the process `pid`.
@@ -107,6 +120,13 @@ mod tests {
         let child_again = source.next_in(2);
         assert_ne!(&parent[..10], &child[..10]);
         assert_eq!(&child[..10], &child_again[..10]);
+        // An admission's first character is one of A to D, a lease's one of E to H (what a
+        // reset keeps of a log tells them apart by it), the rest alike.
+        let lease = source.next_lease();
+        assert!(matches!(first[0], b'A'..=b'D'), "{first:?}");
+        assert!(matches!(lease[0], b'E'..=b'H'), "{lease:?}");
+        assert_eq!(member(u64::MAX, 0)[0], b'D');
+        assert_ne!(lease[1..], source.next()[1..]);
         // Every bit counts: members differing in one bit differ.
         let all: std::collections::HashSet<_> = (0..128)
             .map(|bit| {

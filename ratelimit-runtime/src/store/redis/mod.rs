@@ -216,6 +216,12 @@ impl RedisStore {
         self.members.next()
     }
 
+    /// A new lease's name, unique across processes and calls, and told apart from every
+    /// admission's (see [`MemberSource::next_lease`]), for [`lease`](RedisStore::lease).
+    pub(crate) fn lease_name(&self) -> Admission {
+        self.members.next_lease()
+    }
+
     /// Checks `limits` (distinct keys, all in one part: see [`RedisStore::part`]) together at
     /// `at`, as [`check`](RedisStore::check): one script admits the call and records
     /// `admission` in every limit, or records it in none. Returns whether it was admitted,
@@ -265,9 +271,35 @@ impl RedisStore {
                 limits,
                 admission,
                 now,
+                give_back: false,
             })
             .await?;
         script::decode_refund(&reply, limits)
+    }
+
+    /// Gives back the unspent reserve of `limit`'s lease named `lease`, granted at `now`: its
+    /// members `1..=cost` in a log, its cost in a counter (what a reset since kept of it, at
+    /// most), within the timeout (`refund.lua`).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check).
+    pub(crate) async fn give_back(
+        &self,
+        limit: LimitRef<'_>,
+        lease: &Admission,
+        now: u64,
+    ) -> Result<(), StoreError> {
+        let limits = [limit];
+        let reply = self
+            .exchange(Call::Refund {
+                limits: &limits,
+                admission: lease,
+                now,
+                give_back: true,
+            })
+            .await?;
+        script::decode_refund(&reply, &limits).map(drop)
     }
 
     /// A lease of `limit` (cost 1) named `lease`, on the server's clock: the call at hand is
@@ -324,15 +356,16 @@ impl RedisStore {
         script::decode_peek(&reply?, limit.rate.threshold())
     }
 
-    /// Deletes `key`'s sorted set and its counter's hash (`reset.lua`), within the timeout:
-    /// one call, or in a cluster one for each when their slots differ.
+    /// Forgets the admissions of `key`'s sorted set and its counter's hash up to the server's
+    /// now, keeping what live leases reserved (`reset.lua`), within the timeout: one call, or
+    /// in a cluster one for each when their slots differ.
     ///
     /// # Errors
     ///
     /// As [`check`](RedisStore::check).
     pub(crate) async fn reset(&self, key: &str) -> Result<(), StoreError> {
         // The rates go unused but for their algorithm, which names the key: the script
-        // deletes the keys whatever their rates.
+        // forgets the keys whatever their rates.
         let log = Rate::new_const(1, Duration::from_secs(1));
         let counter = log.with_algorithm(Algorithm::SlidingWindowCounter);
         let limits = [
@@ -367,13 +400,13 @@ impl RedisStore {
 
     /// Forgets every log of `keys`' scope and key (see [`ScopeKeys`]): `SCAN` on the server, or
     /// on the master of a pattern's hash tag (every master for a pattern without one), then
-    /// `UNLINK` of the keys found, each round trip within the timeout.
-    /// Returns how many keys were deleted.
+    /// the reset script on the keys found (as [`reset`](RedisStore::reset)), each round trip
+    /// within the timeout. Returns how many keys were forgotten.
     ///
     /// # Errors
     ///
-    /// As [`check`](RedisStore::check), for any round trip; the keys deleted before it stay
-    /// deleted.
+    /// As [`check`](RedisStore::check), for any round trip; the keys forgotten before it stay
+    /// forgotten.
     pub(crate) async fn reset_scope(&self, keys: &ScopeKeys) -> Result<u64, StoreError> {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
@@ -390,7 +423,7 @@ impl RedisStore {
                 slot: exemplar.map(|key| slot::key_slot(&self.prefix, &key)),
             })
             .collect();
-        scan::delete_matching(
+        scan::forget_matching(
             &mut connection,
             &self.prefix,
             keys.plain(),

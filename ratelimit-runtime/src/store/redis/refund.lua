@@ -10,10 +10,13 @@
 -- ARGV[3i+1]   limit i's period, integer microseconds.
 -- ARGV[3i+2]   limit i's threshold.
 -- ARGV[3n+3]   which limits are sliding window counters, as in sliding_window_limits.lua
---              (absent: all logs). A counter takes the cost from the fixed window the check's
---              time falls in while that window is its current or previous one; an older one no
---              longer counts, and nothing is taken; nor from a counter first written after the
---              check's time (the key was reset since: the call is not in it).
+--              (absent: all logs); 'g' for a counter whose refund is a lease's give-back. A
+--              counter takes the cost from the fixed window the check's time falls in while
+--              that window is its current or previous one; an older one no longer counts, and
+--              nothing is taken; nor from a counter first written after the check's time (the
+--              key was reset since: the call is not in it), but for a give-back, which takes
+--              what the reset kept of its window's lease record (counter.lua), at most its
+--              cost, and takes its cost off that record in any case.
 --
 -- Returns, for each limit: {count (its admissions once refunded: the window's, as of the
 -- check; a counter's estimate, T - remaining), reset_after (µs from the check's time until
@@ -32,19 +35,31 @@ for i = 1, n do
   local period = tonumber(ARGV[3 * i + 1])
   local count = 0
   local reset = 0
-  if string.sub(kinds, i, i) == 'c' then
+  local kind = string.sub(kinds, i, i)
+  if kind == 'c' or kind == 'g' then
     local threshold = tonumber(ARGV[3 * i + 2])
     local kept, prev, cur, born = counter_read(key, period)
-    -- A counter first written after the check (its key reset since) never held the call.
+    local index = window_index(now, period)
+    -- A counter first written after the check (its key reset since) never held the call; a
+    -- reset kept what leases of its window reserved, which their give-backs take.
+    local taken = 0
     if kept ~= nil and born <= now then
-      local index = window_index(now, period)
+      taken = cost
+    end
+    if kind == 'g' then
+      local held = leases_take(key, period, index, cost)
+      if kept ~= nil and born > now then
+        taken = math.min(cost, held)
+      end
+    end
+    if taken > 0 then
       local text = string.format
       if index == kept then
         redis.call('HSET', key, counter_field(period),
-          text('%d %d %d %d', kept, prev, math.max(cur - cost, 0), born))
+          text('%d %d %d %d', kept, prev, math.max(cur - taken, 0), born))
       elseif index + 1 == kept then
         redis.call('HSET', key, counter_field(period),
-          text('%d %d %d %d', kept, math.max(prev - cost, 0), cur, born))
+          text('%d %d %d %d', kept, math.max(prev - taken, 0), cur, born))
       end
     end
     local _, prev, cur, elapsed, ahead = counter_window(key, period, now)

@@ -1,11 +1,93 @@
--- Forgets a key: deletes its sorted set, every admission of every rate that shares it, and
--- its sliding window counter's hash.
+-- Forgets keys' admissions up to this server's now, keeping what live quota leases reserved
+-- (lease.lua), so that no process can spend more than the window then holds.
 --
--- KEYS     the key's sorted set, and its counter's hash when both are on this node (one slot
---          in a cluster; else one call each).
+-- KEYS     the keys to forget, all on this node (one slot in a cluster): logs' sorted sets,
+--          counters' hashes, or keys of any other type, which are deleted.
 --
--- Returns {deleted (how many of the keys existed)}. A script rather than a bare DEL so that
--- it takes the one path every call takes (EVALSHA, resent once on a closed connection: DEL is
--- idempotent).
+-- Returns {forgotten (how many of the keys existed)}.
+--
+-- A log loses every member scored up to now (the admissions, a lease's call at hand, the
+-- reserves of leases that ended), and every later member but the reserves of live leases:
+-- members after now are admissions at explicit times, or a lease's reserve (its name's first
+-- character one of E to H, its index not 0: member.rs), recorded at the lease's end. A
+-- counter's hash keeps, of each period's counter, the reserve its current fixed window's lease
+-- record holds while a lease of that window lasts (counter.lua's lease_field): the counter
+-- starts afresh from it, first written now, so that a refund of a check made before the reset
+-- takes nothing from it (a give-back, what it kept: refund.lua); everything else goes. What is
+-- kept keeps its TTL; a key left with nothing is deleted. Resent after a lost connection it
+-- forgets what came since, as a second reset would.
+--
+-- counter.lua, which script.rs puts before this script, holds a counter's arithmetic.
 
-return {redis.call('DEL', unpack(KEYS))}
+local time = redis.call('TIME')
+local micros = tostring(time[2])
+local score = time[1] .. string.sub('00000', #micros) .. micros
+local now = tonumber(time[1]) * 1000000 + tonumber(micros)
+local CHUNK = 1000
+
+-- Whether member is the reserve of a lease: lease.lua's <lease>.<j>, j from 1.
+local function is_reserve(member)
+  return string.find(member, '^[EFGH]') ~= nil and string.sub(member, -2) ~= '.0'
+end
+
+local function forget_log(key)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', score)
+  local later = redis.call('ZRANGEBYSCORE', key, '(' .. score, '+inf')
+  local gone = {}
+  for _, member in ipairs(later) do
+    if not is_reserve(member) then
+      gone[#gone + 1] = member
+      if #gone == CHUNK then
+        redis.call('ZREM', key, unpack(gone))
+        gone = {}
+      end
+    end
+  end
+  if #gone > 0 then
+    redis.call('ZREM', key, unpack(gone))
+  end
+end
+
+local function forget_counters(key)
+  local fields = redis.call('HKEYS', key)
+  local kept = {}
+  for _, field in ipairs(fields) do
+    if string.match(field, '^%d+$') then
+      local period = tonumber(field)
+      local index = window_index(now, period)
+      local w, reserved, ends = leases_read(key, period)
+      if w == index and reserved > 0 and ends > now then
+        redis.call('HSET', key, field, string.format('%d 0 %d %d', index, reserved, now))
+        kept[field] = true
+        kept[lease_field(period)] = true
+      end
+    end
+  end
+  local gone = {}
+  for _, field in ipairs(fields) do
+    if not kept[field] then
+      gone[#gone + 1] = field
+    end
+  end
+  if #gone == #fields then
+    redis.call('DEL', key)
+  elseif #gone > 0 then
+    redis.call('HDEL', key, unpack(gone))
+  end
+end
+
+local forgotten = 0
+for _, key in ipairs(KEYS) do
+  local kind = redis.call('TYPE', key)['ok']
+  if kind ~= 'none' then
+    forgotten = forgotten + 1
+  end
+  if kind == 'zset' then
+    forget_log(key)
+  elseif kind == 'hash' then
+    forget_counters(key)
+  elseif kind ~= 'none' then
+    redis.call('DEL', key)
+  end
+end
+return {forgotten}

@@ -1,9 +1,10 @@
 //! A reset by scope: the keys of a scope's logs found with `SCAN ... MATCH` on the server (in a
-//! cluster, on the master that owns a pattern's hash tag, or on every master), and deleted
-//! with `UNLINK` (500 keys per command on one server; one key per command in a cluster, whose
-//! keys of one node may lie in several slots). Each round trip is bounded by the store's
-//! timeout; a pattern without a tag costs a pass over the keyspace (`SCAN` visits every key
-//! once, 1,000 per round trip): a support desk's tool, not a check's.
+//! cluster, on the master that owns a pattern's hash tag, or on every master), and forgotten
+//! by the reset script (`reset.lua`, which keeps what live leases reserved: 500 keys per call
+//! on one server; one key per call in a cluster, whose keys of one node may lie in several
+//! slots). Each round trip is bounded by the store's timeout; a pattern without a tag costs a
+//! pass over the keyspace (`SCAN` visits every key once, 1,000 per round trip): a support
+//! desk's tool, not a check's.
 
 use std::time::Duration;
 
@@ -11,15 +12,18 @@ use redis::Value;
 #[cfg(feature = "cluster")]
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 
+use super::script::{self, Call};
 use super::target::Connection;
 use crate::error::StoreError;
+use crate::limit::LimitRef;
+use crate::rate::Rate;
 use crate::runtime::timeout;
 
 /// How many keys a `SCAN` round trip asks to visit.
 const SCAN_COUNT: usize = 1_000;
 
-/// How many keys one `UNLINK` deletes on a single server.
-const UNLINK_BATCH: usize = 500;
+/// How many keys one reset forgets on a single server.
+const RESET_BATCH: usize = 500;
 
 /// How many times the scan is made again when the cluster's masters changed meanwhile.
 const ATTEMPTS: usize = 3;
@@ -38,16 +42,17 @@ struct Node {
     ranges: Vec<(u16, u16)>,
 }
 
-/// Deletes `plain` (the one key without a window) whatever it holds, and the keys under
+/// Forgets `plain` (the one key without a window) whatever it holds, and the keys under
 /// `prefix` that one of `patterns` finds and `keep` accepts (given without the prefix), on the
-/// masters `connection` leads to. When a cluster's masters (or their slots) changed during the
-/// scan, it is made again, up to [`ATTEMPTS`] times. Returns how many keys were deleted.
+/// masters `connection` leads to, as a reset does. When a cluster's masters (or their slots)
+/// changed during the scan, it is made again, up to [`ATTEMPTS`] times. Returns how many keys
+/// were forgotten.
 ///
 /// # Errors
 ///
 /// A round trip that failed or took longer than `limit`; the cluster's masters still changing
-/// after the last attempt. The keys deleted before stay deleted.
-pub(super) async fn delete_matching(
+/// after the last attempt. The keys forgotten before stay forgotten.
+pub(super) async fn forget_matching(
     connection: &mut Connection,
     prefix: &str,
     plain: &str,
@@ -56,7 +61,7 @@ pub(super) async fn delete_matching(
     limit: Duration,
 ) -> Result<u64, StoreError> {
     let escaped = crate::layout::escape(prefix);
-    let mut deleted = unlink(connection, vec![format!("{prefix}{plain}")], limit).await?;
+    let mut forgotten = forget(connection, prefix, vec![plain.to_owned()], limit).await?;
     let mut nodes = masters(connection, limit).await?;
     for _ in 0..ATTEMPTS {
         let mut found = Vec::new();
@@ -64,20 +69,20 @@ pub(super) async fn delete_matching(
             let glob = format!("{escaped}{}", pattern.glob);
             for node in nodes.iter().filter(|node| owns(node, pattern.slot)) {
                 scan(connection, node, &glob, limit, |key| {
-                    if key
-                        .strip_prefix(prefix)
-                        .is_some_and(|stored| stored != plain && keep(stored))
+                    if let Some(stored) = key.strip_prefix(prefix)
+                        && stored != plain
+                        && keep(stored)
                     {
-                        found.push(key);
+                        found.push(stored.to_owned());
                     }
                 })
                 .await?;
             }
         }
-        deleted += unlink(connection, found, limit).await?;
+        forgotten += forget(connection, prefix, found, limit).await?;
         let now = masters(connection, limit).await?;
         if now == nodes {
-            return Ok(deleted);
+            return Ok(forgotten);
         }
         nodes = now;
     }
@@ -124,26 +129,38 @@ async fn scan(
     }
 }
 
-/// Deletes `keys`; returns how many existed.
-async fn unlink(
+/// Forgets `keys` (without the prefix) with the reset script; returns how many existed.
+async fn forget(
     connection: &mut Connection,
+    prefix: &str,
     keys: Vec<String>,
     limit: Duration,
 ) -> Result<u64, StoreError> {
     let batch = if connection.is_cluster() {
         1
     } else {
-        UNLINK_BATCH
+        RESET_BATCH
     };
-    let mut deleted = 0;
+    // The script takes each key as it finds it (a counter's hash with its suffix): as logs,
+    // whose keys are sent as named.
+    let rate = Rate::new_const(1, Duration::from_secs(1));
+    let mut forgotten = 0;
     for keys in keys.chunks(batch) {
-        let mut command = redis::cmd("UNLINK");
-        command.arg(keys);
-        if let Value::Int(count) = bounded(limit, connection.query_value(&command)).await? {
-            deleted += u64::try_from(count).unwrap_or(0);
+        let limits: Vec<LimitRef<'_>> = keys
+            .iter()
+            .map(|key| LimitRef { key, rate, cost: 0 })
+            .collect();
+        let call = Call::Reset { limits: &limits };
+        let reply = match timeout(limit, script::run(connection, prefix, call, None)).await {
+            Ok(Ok((reply, _))) => reply,
+            Ok(Err(error)) => return Err(StoreError::Redis(error)),
+            Err(_elapsed) => return Err(StoreError::Timeout(limit)),
+        };
+        if let [count] = reply.as_slice() {
+            forgotten += u64::try_from(*count).unwrap_or(0);
         }
     }
-    Ok(deleted)
+    Ok(forgotten)
 }
 
 /// The masters of a cluster, by address, with their slot ranges, from `CLUSTER SLOTS`; the

@@ -92,11 +92,11 @@ pub(super) fn is_flags_refused(error: &redis::RedisError) -> bool {
         || (text.contains("error compiling script") && text.contains("'#'"))
 }
 
-/// Forgets a key: `reset.lua`.
+/// Forgets keys up to the server's now, keeping what live leases reserved: `reset.lua`.
 static RESET: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RESET_SOURCE));
 
 /// The text of [`RESET`].
-const RESET_SOURCE: &str = include_str!("reset.lua");
+const RESET_SOURCE: &str = concat!(include_str!("counter.lua"), include_str!("reset.lua"));
 
 /// One exchange with Redis: a script and its arguments.
 #[derive(Clone, Copy)]
@@ -132,11 +132,14 @@ pub(super) enum Call<'a> {
         wanted: u32,
         lasts: u64,
     },
-    /// The refund of `admission`, recorded at `now`, from `limits`' sets: [`REFUND`].
+    /// The refund of `admission`, recorded at `now`, from `limits`' sets: [`REFUND`]. With
+    /// `give_back`, a lease's give-back of its unspent reserve (`admission` names the lease),
+    /// which takes from a counter what a reset since kept of its lease record.
     Refund {
         limits: &'a [LimitRef<'a>],
         admission: &'a [u8],
         now: u64,
+        give_back: bool,
     },
     /// A look at one limit's log at `at` (`None`: the server's `TIME`): [`PEEK_NO_WRITES`],
     /// or [`PEEK`] without `flagged`.
@@ -145,7 +148,8 @@ pub(super) enum Call<'a> {
         at: Option<u64>,
         flagged: bool,
     },
-    /// The deletion of `limit`'s key (its rate unused): [`RESET`].
+    /// The reset of `limits`' keys (their rates unused but for naming a counter's hash),
+    /// keeping what live leases reserved: [`RESET`].
     Reset { limits: &'a [LimitRef<'a>] },
 }
 
@@ -283,6 +287,7 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
             limits,
             admission,
             now,
+            give_back,
         } => {
             command.arg(admission).arg(now);
             for limit in limits {
@@ -291,7 +296,16 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
                     .arg(limit.rate.period_us())
                     .arg(limit.rate.threshold());
             }
-            kinds(&mut command, limits);
+            if give_back && limits.iter().any(|limit| limit.rate.is_counter()) {
+                // A lease's give-back: its counter's letter says so.
+                let kinds: String = limits
+                    .iter()
+                    .map(|limit| if limit.rate.is_counter() { 'g' } else { 'l' })
+                    .collect();
+                command.arg(kinds);
+            } else {
+                kinds(&mut command, limits);
+            }
             return command;
         }
         Call::Counter {
@@ -737,6 +751,7 @@ mod tests {
             limits: &limits,
             admission: b"adm",
             now: 7,
+            give_back: false,
         };
         assert_eq!(
             arguments(&command("p:", &refund, true, false))[2..],

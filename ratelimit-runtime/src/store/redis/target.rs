@@ -397,13 +397,12 @@ impl Connection {
         false
     }
 
-    /// Sends `command` (routed, in a cluster, to its key's node) and returns its reply as it
-    /// came.
+    /// Sends `command` to the server and returns its reply as it came (a cluster's
+    /// connection routes by [`route_value`](Connection::route_value)).
+    #[cfg(not(feature = "cluster"))]
     pub(crate) async fn query_value(&mut self, command: &Cmd) -> RedisResult<redis::Value> {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
-            #[cfg(feature = "cluster")]
-            Connection::Cluster(pair) => command.query_async(&mut pair.routed).await,
         }
     }
 
