@@ -377,8 +377,10 @@ impl Limiter {
     /// the slots moved meanwhile); then each key found is reset as [`reset`](Limiter::reset)
     /// does (live leases' reserves kept), 500 per script on one server, one per script in a
     /// cluster: a support desk's tool, not a hot path. It does not go through the circuit
-    /// breakers, and a call in flight may still record after it. For one key by its exact
-    /// name, [`reset`](Limiter::reset).
+    /// breakers, and a call in flight may still record after it. Its work is handed to the
+    /// runtime: a caller that stops waiting (a `timeout` around it) leaves it to finish, the
+    /// deny cache's denials it frees forgotten after it. For one key by its exact name,
+    /// [`reset`](Limiter::reset).
     ///
     /// # Errors
     ///

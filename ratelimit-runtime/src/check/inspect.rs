@@ -15,7 +15,7 @@ use crate::layout::ScopeKeys;
 use crate::limit::LimitRef;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
-use crate::runtime::Runtime;
+use crate::runtime::{HandOff, Runtime};
 use crate::store::Access;
 use crate::telemetry;
 
@@ -102,29 +102,44 @@ impl Shared {
     /// Forgets every log of `scope` and `key` as the attribute lays them out (see
     /// [`ScopeKeys`]), in the store (keeping what live leases reserved, as
     /// [`reset`](Shared::reset)) and in the in-process fallback (cleared even when the store
-    /// cannot be reached). Returns how many keys the store forgot.
+    /// cannot be reached). Returns how many keys the store forgot. On a remote store the
+    /// work is handed to the runtime: a caller that stops waiting leaves it to finish, the
+    /// denials it frees forgotten after it.
     ///
     /// # Errors
     ///
     /// [`RateLimitError::Unavailable`] when the store could not be reached, or a round trip
     /// failed or timed out (the logs forgotten before it stay forgotten).
     pub(crate) async fn reset_scope(
-        &self,
+        self: &Arc<Self>,
         scope: &str,
         key: Option<&str>,
     ) -> Result<u64, RateLimitError> {
         let keys = ScopeKeys::new(scope, key);
         self.fallback.remove_where(|stored| keys.matches(stored));
-        let outcome = self.store.reset_scope(&keys).await;
-        // A pattern names no key the deny cache can find: all of it goes (even after a
-        // failure, which may have forgotten some keys); so do the leases' remembered denials
-        // of the keys, whose reserves stay.
-        if let Some(cache) = &self.deny_cache {
-            cache.clear();
+        if let Access::InProcess(store) = self.store.access() {
+            return Ok(store.remove_where(|stored| keys.matches(stored)) as u64);
         }
-        self.leases
-            .forget_denials_where(|leased| keys.matches(leased));
-        outcome.map_err(RateLimitError::Unavailable)
+        let Some(runtime) = Runtime::current() else {
+            return Err(RateLimitError::Unavailable(StoreError::NoRuntime));
+        };
+        let shared = Arc::clone(self);
+        let reset = async move {
+            let outcome = shared.store.reset_scope(&keys).await;
+            // A pattern names no key the deny cache can find: all of it goes (even after a
+            // failure, which may have forgotten some keys); so do the leases' remembered
+            // denials of the keys, whose reserves stay.
+            if let Some(cache) = &shared.deny_cache {
+                cache.clear();
+            }
+            shared
+                .leases
+                .forget_denials_where(|leased| keys.matches(leased));
+            outcome
+        };
+        HandOff::new(reset, runtime)
+            .await
+            .map_err(RateLimitError::Unavailable)
     }
 
     /// Runs `op` on the store's `part`, as a check's remote leg runs: through the part's

@@ -376,6 +376,66 @@ async fn resets_by_scope_on_redis_and_in_a_cluster() {
     resets_by_scope(&limiter).await;
 }
 
+#[rate_limit(period = "1h", threshold = 2, key = user, name = "inspect.report", limiter = limiter)]
+async fn report(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// A `reset_scope` its caller stops waiting for once the store forgot the logs (a `timeout`
+/// around it) still runs to its end, which clears the deny cache: the caller it unblocked is
+/// admitted, not denied by a cached denial for the cache's time to live (an hour here). It
+/// ended where its caller stopped it (issue 34).
+#[tokio::test]
+async fn a_reset_scope_its_caller_stops_waiting_for_still_clears_the_deny_cache() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("reset-scope-dropped");
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(&prefix)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_secs(10))
+        .deny_cache(true)
+        .deny_cache_ttl(Duration::from_secs(3_600))
+        .build()
+        .expect("a limiter");
+    assert!(report(&limiter, "erin").await.is_ok());
+    assert!(report(&limiter, "erin").await.is_ok());
+    assert!(report(&limiter, "erin").await.unwrap_err().is_denied());
+    let before = limiter.deny_cache_answers();
+    assert!(report(&limiter, "erin").await.unwrap_err().is_denied());
+    assert_eq!(
+        limiter.deny_cache_answers(),
+        before + 1,
+        "the denial is cached"
+    );
+    let key = format!("{prefix}inspect.report/erin");
+    let mut connection = redis.connection().await;
+    {
+        // Polled until the store forgot the log, then dropped.
+        let mut reset = std::pin::pin!(limiter.reset_scope("inspect.report", Some("erin")));
+        let deadline = std::time::Instant::now() + tests::STATE_DEADLINE;
+        loop {
+            let polled = std::future::poll_fn(|context| {
+                std::task::Poll::Ready(reset.as_mut().poll(context))
+            })
+            .await;
+            let exists: bool = connection.exists(&key).await.expect("EXISTS");
+            if polled.is_ready() || !exists {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the reset never ran");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    tests::wait_for(
+        "the reset's caller admitted again",
+        tests::STATE_DEADLINE,
+        async || report(&limiter, "erin").await.ok(),
+    )
+    .await;
+    redis.clean_up(&prefix).await;
+}
+
 /// The look's script is flagged `no-writes` and sent by `EVALSHA_RO` (Redis 7 and later): a
 /// user allowed to read only (and those commands) can look, and not check.
 #[tokio::test]

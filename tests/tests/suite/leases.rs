@@ -745,6 +745,71 @@ async fn a_reset_keeps_the_reserve_another_limiter_spends_counter() {
     a_reset_keeps_the_reserve_another_limiter_spends(Algorithm::SlidingWindowCounter).await;
 }
 
+/// An export limited by the attribute, leased at 320 per hour per user.
+#[rate_limit(name = "export", period = "1h", threshold = 320, lease = true, key = user, limiter = limiter)]
+async fn export(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// `reset_scope` stopped by its caller after its first step (a `timeout` around it) still
+/// runs to its end, and the window stays exact: the limiter that reset its caller's logs
+/// while holding a reserve of them spends it beside the window's other admissions, 320 in
+/// all (the store forgot the log, the cancelled reset never ended this limiter's leases, and
+/// it spent them beside a full window: 331, issue 34).
+#[tokio::test]
+async fn a_reset_scope_its_caller_stops_waiting_for_still_ends_exactly() {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-reset-scope");
+    let (holder, other) = (limiter(&redis, &prefix), limiter(&redis, &prefix));
+    let mut connection = redis.connection().await;
+    for attempt in 0.. {
+        assert!(attempt < 10, "the lease kept ending before the reset");
+        let user = format!("user-{attempt}");
+        let key = format!("{prefix}export/{user}");
+        let started = std::time::Instant::now();
+        for _ in 0..20 {
+            export(&holder, &user).await.expect("admitted");
+        }
+        // Polled until the store forgot the log (the log holds nothing up to the server's
+        // now), then dropped, as a caller's deadline would.
+        {
+            let mut reset = std::pin::pin!(holder.reset_scope("export", Some(&user)));
+            let deadline = std::time::Instant::now() + STATE_DEADLINE;
+            loop {
+                let polled = std::future::poll_fn(|context| {
+                    std::task::Poll::Ready(reset.as_mut().poll(context))
+                })
+                .await;
+                let now = server_now(&mut connection).await;
+                let count: u64 = connection.zcount(&key, "-inf", now).await.unwrap();
+                if polled.is_ready() || count == 0 {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "the reset never ran");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        if started.elapsed() > Duration::from_millis(700) {
+            continue;
+        }
+        let mut admitted = 0_u64;
+        loop {
+            let a = export(&holder, &user).await.is_ok();
+            let b = export(&other, &user).await.is_ok();
+            admitted += u64::from(a) + u64::from(b);
+            if !a && !b {
+                break;
+            }
+        }
+        assert!(
+            (300..=320).contains(&admitted),
+            "{admitted} admitted after the reset, threshold 320"
+        );
+        break;
+    }
+    redis.clean_up(&prefix).await;
+}
+
 /// `reset.lua` on the store's own: a log keeps only live leases' reserves (members of a
 /// lease's name, scored after now), not a later admission at an explicit time, nor the call
 /// a lease was taken for; a counter keeps only the reserve its window's leases hold, which a
