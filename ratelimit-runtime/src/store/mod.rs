@@ -106,7 +106,8 @@
 //! than now included; a counter keeps, of its current fixed window, the reserve that window's
 //! leases recorded (`counter.lua`'s lease record: their reserves, less their give-backs) while
 //! one of them lasts, as a counter first written at the reset, so that a refund of a check
-//! made before it takes nothing, and a lease's give-back takes at most what was kept. The
+//! made before it takes nothing, and the give-back of a lease granted before it takes at most
+//! what it kept (nothing when it kept nothing of that window), never another lease's. The
 //! counter keeps the whole reserve, what its holders spent before the reset included: fewer
 //! admissions until the window ends, never more. A reset resent after a lost connection forgets
 //! what came between its two runs too. In process there are no leases, and a reset forgets

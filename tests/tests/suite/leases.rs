@@ -937,5 +937,44 @@ async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
         !exists,
         "a counter with nothing reserved is forgotten whole"
     );
+    // A lease granted since: the give-back of one granted before that reset, which kept
+    // nothing of it, takes none of the new lease's reserve (found by the fault checker: it
+    // took what the new lease's holder was spending).
+    let granted: Vec<i64> = lease
+        .key(&counter)
+        .arg(hour)
+        .arg(320)
+        .arg("Glease")
+        .arg(4)
+        .arg(10_000_000)
+        .arg("c")
+        .arg("")
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(granted[0], 4);
+    let _: Vec<i64> = refund_of("g", 2)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&counter, &field).await.unwrap();
+    assert!(stored.starts_with(&format!("{window} 0 4 ")), "{stored}");
+    let new_lease_time = u64::try_from(granted[1]).unwrap();
+    let _: Vec<i64> = refund
+        .key(&counter)
+        .arg("Glease")
+        .arg(new_lease_time)
+        .arg(2)
+        .arg(hour)
+        .arg(320)
+        .arg("g")
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&counter, &field).await.unwrap();
+    assert!(
+        stored.starts_with(&format!("{window} 0 2 ")),
+        "its own give-back: {stored}"
+    );
     redis.clean_up(&prefix).await;
 }

@@ -166,48 +166,60 @@ local function counter_store(key, index, prev, cur, born, period, now, first)
 end
 
 -- The field that records what period's leases (lease.lua) reserved in one fixed window:
--- '<w> <reserved> <ends>', the window's index, the admissions they reserved beyond their
--- calls (less what they gave back), and when the last of them ends (µs). A reset keeps that
--- reserve in the counter while a lease of the window lasts (reset.lua).
+-- '<w> <reserved> <ends> <kept>', the window's index, the admissions they reserved beyond
+-- their calls (less what they gave back), when the last of them ends (µs), and what the last
+-- reset kept of that reserve. A reset keeps the reserve in the counter while a lease of the
+-- window lasts (reset.lua); the give-backs of the leases granted before it take from what it
+-- kept only, those of later leases their own cost.
 local function lease_field(period)
   return string.format('%d:lease', period)
 end
 
--- The record of period's leases at key: its window's index, reserved and ends; nil when
--- there is none.
+-- The record of period's leases at key: its window's index, reserved, ends and kept; nil
+-- when there is none.
 local function leases_read(key, period)
   local stored = redis.call('HGET', key, lease_field(period))
   if not stored then
     return nil
   end
-  local w, reserved, ends = string.match(stored, '^(%d+) (%d+) (%d+)$')
-  return tonumber(w), tonumber(reserved), tonumber(ends)
+  local w, reserved, ends, kept = string.match(stored, '^(%d+) (%d+) (%d+) (%d+)$')
+  return tonumber(w), tonumber(reserved), tonumber(ends), tonumber(kept)
 end
 
-local function leases_write(key, period, index, reserved, ends)
+local function leases_write(key, period, index, reserved, ends, kept)
   redis.call('HSET', key, lease_field(period),
-    string.format('%d %d %d', index, reserved, ends))
+    string.format('%d %d %d %d', index, reserved, ends, kept))
 end
 
 -- Records a lease of period's counter at key, in window index, reserving `reserved` beyond its
 -- call until `ends`.
 local function leases_add(key, period, index, reserved, ends)
-  local w, held, last = leases_read(key, period)
+  local w, held, last, kept = leases_read(key, period)
   if w ~= index then
-    held, last = 0, 0
+    held, last, kept = 0, 0, 0
   end
-  leases_write(key, period, index, held + reserved, math.max(last, ends))
+  leases_write(key, period, index, held + reserved, math.max(last, ends), kept)
 end
 
--- Takes cost given back by a lease of window index off the record; returns what the record
--- held for that window before (0: none).
-local function leases_take(key, period, index, cost)
-  local w, held, last = leases_read(key, period)
+-- What the give-back of cost by a lease of window index takes from period's counter at key,
+-- taken off the record too: its cost; for a lease granted before the counter's last reset
+-- (`before_reset`), what that reset kept, at most its cost (none when the reset kept nothing
+-- of this window: the lease's reserve went with it).
+local function leases_give_back(key, period, index, cost, before_reset)
+  local w, held, last, kept = leases_read(key, period)
   if w ~= index then
-    return 0
+    if before_reset then
+      return 0
+    end
+    return cost
   end
-  leases_write(key, period, w, math.max(held - cost, 0), last)
-  return held
+  local taken = cost
+  if before_reset then
+    taken = math.min(cost, kept)
+    kept = kept - taken
+  end
+  leases_write(key, period, w, math.max(held - taken, 0), last, kept)
+  return taken
 end
 
 -- Admits a call of cost (above 0) at now into the counter of period at key, seen as

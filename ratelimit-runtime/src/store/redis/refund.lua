@@ -15,8 +15,8 @@
 --              that window is its current or previous one; an older one no longer counts, and
 --              nothing is taken; nor from a counter first written after the check's time (the
 --              key was reset since: the call is not in it), but for a give-back, which takes
---              what the reset kept of its window's lease record (counter.lua), at most its
---              cost, and takes its cost off that record in any case.
+--              what that reset kept of its window's lease record (counter.lua), at most its
+--              cost, and takes what it takes off that record.
 --
 -- Returns, for each limit: {count (its admissions once refunded: the window's, as of the
 -- check; a counter's estimate, T - remaining), reset_after (µs from the check's time until
@@ -43,14 +43,10 @@ for i = 1, n do
     -- A counter first written after the check (its key reset since) never held the call; a
     -- reset kept what leases of its window reserved, which their give-backs take.
     local taken = 0
-    if kept ~= nil and born <= now then
+    if kept ~= nil and kind == 'g' then
+      taken = leases_give_back(key, period, index, cost, born > now)
+    elseif kept ~= nil and born <= now then
       taken = cost
-    end
-    if kind == 'g' then
-      local held = leases_take(key, period, index, cost)
-      if kept ~= nil and born > now then
-        taken = math.min(cost, held)
-      end
     end
     if taken > 0 then
       local text = string.format

@@ -13,7 +13,8 @@
 -- counter's hash keeps, of each period's counter, the reserve its current fixed window's lease
 -- record holds while a lease of that window lasts (counter.lua's lease_field): the counter
 -- starts afresh from it, first written now, so that a refund of a check made before the reset
--- takes nothing from it (a give-back, what it kept: refund.lua); everything else goes. What is
+-- takes nothing from it (the give-back of a lease granted before it, at most what it kept:
+-- refund.lua); everything else goes. What is
 -- kept keeps its TTL; a key left with nothing is deleted. Resent after a lost connection it
 -- forgets what came since, as a second reset would.
 --
@@ -58,6 +59,8 @@ local function forget_counters(key)
       local w, reserved, ends = leases_read(key, period)
       if w == index and reserved > 0 and ends > now then
         redis.call('HSET', key, field, string.format('%d 0 %d %d', index, reserved, now))
+        -- What the leases granted before now may take back.
+        leases_write(key, period, index, reserved, ends, reserved)
         kept[field] = true
         kept[lease_field(period)] = true
       end
