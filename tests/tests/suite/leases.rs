@@ -937,9 +937,10 @@ async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
         !exists,
         "a counter with nothing reserved is forgotten whole"
     );
-    // A lease granted since: the give-back of one granted before that reset, which kept
-    // nothing of it, takes none of the new lease's reserve (found by the fault checker: it
-    // took what the new lease's holder was spending).
+    // A lease granted since, then another reset, which keeps that lease's reserve: the
+    // give-back of the lease granted before the first reset, which kept nothing of it, takes
+    // none of the new one's (found by the fault checker: it took what the new lease's holder
+    // was spending); the new lease's give-back takes its own.
     let granted: Vec<i64> = lease
         .key(&counter)
         .arg(hour)
@@ -953,13 +954,28 @@ async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
         .await
         .unwrap();
     assert_eq!(granted[0], 4);
+    let new_lease_time = u64::try_from(granted[1]).unwrap();
     let _: Vec<i64> = refund_of("g", 2)
         .invoke_async(&mut connection)
         .await
         .unwrap();
     let stored: String = connection.hget(&counter, &field).await.unwrap();
     assert!(stored.starts_with(&format!("{window} 0 4 ")), "{stored}");
-    let new_lease_time = u64::try_from(granted[1]).unwrap();
+    let forgotten: Vec<i64> = reset
+        .key(&counter)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(forgotten, [1]);
+    let _: Vec<i64> = refund_of("g", 2)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&counter, &field).await.unwrap();
+    assert!(
+        stored.starts_with(&format!("{window} 0 3 ")),
+        "the earlier lease's give-back takes nothing: {stored}"
+    );
     let _: Vec<i64> = refund
         .key(&counter)
         .arg("Glease")
@@ -973,7 +989,7 @@ async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
         .unwrap();
     let stored: String = connection.hget(&counter, &field).await.unwrap();
     assert!(
-        stored.starts_with(&format!("{window} 0 2 ")),
+        stored.starts_with(&format!("{window} 0 1 ")),
         "its own give-back: {stored}"
     );
     redis.clean_up(&prefix).await;

@@ -166,48 +166,51 @@ local function counter_store(key, index, prev, cur, born, period, now, first)
 end
 
 -- The field that records what period's leases (lease.lua) reserved in one fixed window:
--- '<w> <reserved> <ends> <kept>', the window's index, the admissions they reserved beyond
--- their calls (less what they gave back), when the last of them ends (µs), and what the last
--- reset kept of that reserve. A reset keeps the reserve in the counter while a lease of the
--- window lasts (reset.lua); the give-backs of the leases granted before it take from what it
--- kept only, those of later leases their own cost.
+-- '<w> <reserved> <ends> <kept> <since>', the window's index, the admissions they reserved
+-- beyond their calls (less what they gave back), when the last of them ends (µs), what the
+-- last reset kept of that reserve, and the time of the first lease the record holds (the
+-- leases before it, of a record a reset deleted, are not in it). A reset keeps the reserve in
+-- the counter while a lease of the window lasts (reset.lua); the give-back of a lease granted
+-- before it takes from what it kept only, that of a later lease its cost.
 local function lease_field(period)
   return string.format('%d:lease', period)
 end
 
--- The record of period's leases at key: its window's index, reserved, ends and kept; nil
--- when there is none.
+-- The record of period's leases at key: its window's index, reserved, ends, kept and since;
+-- nil when there is none.
 local function leases_read(key, period)
   local stored = redis.call('HGET', key, lease_field(period))
   if not stored then
     return nil
   end
-  local w, reserved, ends, kept = string.match(stored, '^(%d+) (%d+) (%d+) (%d+)$')
-  return tonumber(w), tonumber(reserved), tonumber(ends), tonumber(kept)
+  local w, reserved, ends, kept, since =
+    string.match(stored, '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
+  return tonumber(w), tonumber(reserved), tonumber(ends), tonumber(kept), tonumber(since)
 end
 
-local function leases_write(key, period, index, reserved, ends, kept)
+local function leases_write(key, period, index, reserved, ends, kept, since)
   redis.call('HSET', key, lease_field(period),
-    string.format('%d %d %d %d', index, reserved, ends, kept))
+    string.format('%d %d %d %d %d', index, reserved, ends, kept, since))
 end
 
--- Records a lease of period's counter at key, in window index, reserving `reserved` beyond its
--- call until `ends`.
-local function leases_add(key, period, index, reserved, ends)
-  local w, held, last, kept = leases_read(key, period)
+-- Records a lease of period's counter at key granted at now, in window index, reserving
+-- `reserved` beyond its call until `ends`.
+local function leases_add(key, period, now, index, reserved, ends)
+  local w, held, last, kept, since = leases_read(key, period)
   if w ~= index then
-    held, last, kept = 0, 0, 0
+    held, last, kept, since = 0, 0, 0, now
   end
-  leases_write(key, period, index, held + reserved, math.max(last, ends), kept)
+  leases_write(key, period, index, held + reserved, math.max(last, ends), kept, since)
 end
 
--- What the give-back of cost by a lease of window index takes from period's counter at key,
--- taken off the record too: its cost; for a lease granted before the counter's last reset
--- (`before_reset`), what that reset kept, at most its cost (none when the reset kept nothing
--- of this window: the lease's reserve went with it).
-local function leases_give_back(key, period, index, cost, before_reset)
-  local w, held, last, kept = leases_read(key, period)
-  if w ~= index then
+-- What the give-back of cost by a lease granted at `granted` in window index takes from
+-- period's counter at key, taken off the record too: its cost; for a lease granted before the
+-- counter's last reset (`before_reset`), what that reset kept, at most its cost, when the
+-- record held the lease's reserve then (none otherwise: it went with a reset that kept
+-- nothing of its window).
+local function leases_give_back(key, period, index, cost, granted, before_reset)
+  local w, held, last, kept, since = leases_read(key, period)
+  if w ~= index or granted < since then
     if before_reset then
       return 0
     end
@@ -218,7 +221,7 @@ local function leases_give_back(key, period, index, cost, before_reset)
     taken = math.min(cost, kept)
     kept = kept - taken
   end
-  leases_write(key, period, w, math.max(held - taken, 0), last, kept)
+  leases_write(key, period, w, math.max(held - taken, 0), last, kept, since)
   return taken
 end
 

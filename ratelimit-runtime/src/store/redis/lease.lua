@@ -81,7 +81,7 @@ if ARGV[6] == 'c' then
     lasts = 0
   else
     -- What a reset keeps while the lease lasts.
-    leases_add(key, period, index, granted - 1, now + lasts)
+    leases_add(key, period, now, index, granted - 1, now + lasts)
   end
   return {granted, now, count + granted, 0, counter_reset(prev, cur, elapsed, ahead, period), lasts}
 end

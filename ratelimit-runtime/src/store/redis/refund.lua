@@ -44,7 +44,7 @@ for i = 1, n do
     -- reset kept what leases of its window reserved, which their give-backs take.
     local taken = 0
     if kept ~= nil and kind == 'g' then
-      taken = leases_give_back(key, period, index, cost, born > now)
+      taken = leases_give_back(key, period, index, cost, now, born > now)
     elseif kept ~= nil and born <= now then
       taken = cost
     end

@@ -56,11 +56,11 @@ local function forget_counters(key)
     if string.match(field, '^%d+$') then
       local period = tonumber(field)
       local index = window_index(now, period)
-      local w, reserved, ends = leases_read(key, period)
+      local w, reserved, ends, _, since = leases_read(key, period)
       if w == index and reserved > 0 and ends > now then
         redis.call('HSET', key, field, string.format('%d 0 %d %d', index, reserved, now))
         -- What the leases granted before now may take back.
-        leases_write(key, period, index, reserved, ends, reserved)
+        leases_write(key, period, index, reserved, ends, reserved, since)
         kept[field] = true
         kept[lease_field(period)] = true
       end
