@@ -1,13 +1,13 @@
 //! The fault checker at full size: a 3-master cluster with replicas and failovers, besides
-//! the single server behind a fault proxy; prints the report, and exits non-zero on a
-//! violation.
+//! the single server behind a fault proxy and the Sentinel deployment; prints the report, and
+//! exits non-zero on a violation.
 //!
 //! `cargo run --release -p tests --bin fault_checker -- --seconds 600 [--seed N]`
 //! (`--focused`: only the stalled counter refund scenario).
 
 use std::time::Duration;
 
-use tests::checker::{self, Config};
+use tests::checker::{self, Config, Topology};
 
 fn main() {
     let mut seconds = 600;
@@ -28,6 +28,7 @@ fn main() {
         seed,
         traffic: Duration::from_secs(seconds),
         full: true,
+        topologies: Topology::ALL.to_vec(),
         replay: format!(
             "cargo run --release -p tests --bin fault_checker -- --seconds {seconds} --seed \
              {seed}{}",

@@ -3,6 +3,7 @@
 //! signals, processes, the proxy's orders).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use crate::TestRedis;
 use crate::accuracy::Rng;
 use crate::cluster::TestCluster;
 use crate::proxy::{Fault, FaultProxy};
+use crate::sentinel::TestSentinel;
 
 /// One `redis-server` behind a fault proxy, tapped directly (not through the proxy).
 pub(crate) struct Single {
@@ -23,11 +25,41 @@ pub(crate) struct Single {
     wipes: Mutex<Vec<u64>>,
 }
 
+/// A Sentinel deployment (a master, its replica, three sentinels), both data servers tapped
+/// (a failover closes the new master's clients, its tap among them: the taps are opened again
+/// while writes are paused).
+pub(crate) struct Sentinel {
+    pub(crate) deployment: TestSentinel,
+    taps: Mutex<Vec<Tap>>,
+    /// The lines of taps since closed, with their nodes.
+    closed: Mutex<Vec<(usize, Vec<Line>)>>,
+}
+
+impl Sentinel {
+    /// Closes every tap (keeping its lines) and opens a tap on each data server again.
+    fn reopen_taps(&self) {
+        let mut taps = self.taps.lock().expect("taps");
+        let mut closed = self.closed.lock().expect("closed taps");
+        for tap in taps.drain(..) {
+            let node = tap.node;
+            closed.push((node, tap.close()));
+        }
+        for (node, address) in self.deployment.addresses().into_iter().enumerate() {
+            taps.push(Tap::open(node, address));
+        }
+    }
+}
+
+/// What [`Servers::take_taps`] hands over: the open taps, the lines of closed ones with their
+/// nodes, and the times the single server was wiped.
+pub(crate) type Taken = (Vec<Tap>, Vec<(usize, Vec<Line>)>, Vec<u64>);
+
 /// The servers a topology runs on (one per run: their sizes do not matter).
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Servers {
     Single(Single),
     Cluster(TestCluster),
+    Sentinel(Sentinel),
 }
 
 impl Servers {
@@ -61,24 +93,69 @@ impl Servers {
         (Servers::Cluster(cluster), taps)
     }
 
+    /// A Sentinel deployment, both data servers tapped; its sentinels call a master down only
+    /// after `down_after` (a frozen master is not failed over by them).
+    pub(crate) async fn sentinel(down_after: Duration) -> Servers {
+        let deployment = TestSentinel::start().await;
+        deployment
+            .set_down_after(down_after.as_millis() as u64)
+            .await;
+        let sentinel = Sentinel {
+            deployment,
+            taps: Mutex::new(Vec::new()),
+            closed: Mutex::new(Vec::new()),
+        };
+        tokio::task::block_in_place(|| sentinel.reopen_taps());
+        Servers::Sentinel(sentinel)
+    }
+
     /// The URLs limiters use.
     pub(crate) fn urls(&self) -> Vec<String> {
         match self {
             Servers::Single(single) => vec![single.proxy.url()],
             Servers::Cluster(cluster) => cluster.urls(),
+            Servers::Sentinel(sentinel) => vec![sentinel.deployment.url()],
         }
     }
 
-    /// Takes the single server's taps (the cluster's are kept by the caller), its closed
-    /// taps' lines and its wipes.
-    pub(crate) fn take_single_taps(&self) -> (Vec<Tap>, Vec<Line>, Vec<u64>) {
+    /// The data nodes' ports (a replica sees its master's as the client of what it
+    /// replicates).
+    pub(crate) fn ports(&self) -> Vec<u16> {
         match self {
-            Servers::Single(single) => (
-                std::mem::take(&mut *single.taps.lock().expect("taps")),
-                std::mem::take(&mut *single.closed.lock().expect("closed taps")),
-                std::mem::take(&mut *single.wipes.lock().expect("wipes")),
-            ),
+            Servers::Single(single) => vec![single.proxy.upstream().port()],
+            Servers::Cluster(cluster) => cluster.addresses().iter().map(SocketAddr::port).collect(),
+            Servers::Sentinel(sentinel) => sentinel
+                .deployment
+                .addresses()
+                .iter()
+                .map(SocketAddr::port)
+                .collect(),
+        }
+    }
+
+    /// Takes the taps this keeps (the single server's and the Sentinel deployment's; the
+    /// cluster's are kept by the caller), the lines of its closed taps with their nodes, and
+    /// the times the single server was wiped.
+    pub(crate) fn take_taps(&self) -> Taken {
+        match self {
+            Servers::Single(single) => {
+                let closed = std::mem::take(&mut *single.closed.lock().expect("closed taps"));
+                (
+                    std::mem::take(&mut *single.taps.lock().expect("taps")),
+                    if closed.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![(0, closed)]
+                    },
+                    std::mem::take(&mut *single.wipes.lock().expect("wipes")),
+                )
+            }
             Servers::Cluster(_) => (Vec::new(), Vec::new(), Vec::new()),
+            Servers::Sentinel(sentinel) => (
+                std::mem::take(&mut *sentinel.taps.lock().expect("taps")),
+                std::mem::take(&mut *sentinel.closed.lock().expect("closed taps")),
+                Vec::new(),
+            ),
         }
     }
 }
@@ -93,6 +170,11 @@ pub(crate) fn inject(
 ) -> BTreeMap<&'static str, u64> {
     let mut rng = Rng::new(seed);
     let mut counts = BTreeMap::new();
+    // The Sentinel harness is async: a runtime of this thread's own drives it.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the injector");
     loop {
         std::thread::sleep(Duration::from_millis(300 + rng.below(1_200)));
         if Instant::now() >= until {
@@ -102,6 +184,9 @@ pub(crate) fn inject(
         let kind = match servers {
             Servers::Single(single) => single_fault(single, &mut rng, hold),
             Servers::Cluster(cluster) => cluster_fault(cluster, &mut rng, hold, failovers),
+            Servers::Sentinel(sentinel) => {
+                runtime.block_on(sentinel_fault(sentinel, &mut rng, hold))
+            }
         };
         *counts.entry(kind).or_default() += 1;
     }
@@ -229,5 +314,25 @@ fn cluster_fault(
     cluster.freeze(master);
     std::thread::sleep(hold);
     cluster.thaw(master);
+    "master frozen, then thawed"
+}
+
+/// One fault of the Sentinel deployment, held for `hold`: the master frozen (below the
+/// sentinels' down-after time: no failover), or a failover that loses no write (writes paused,
+/// the replica caught up: see `TestSentinel::graceful_failover`).
+async fn sentinel_fault(sentinel: &Sentinel, rng: &mut Rng, hold: Duration) -> &'static str {
+    let deployment = &sentinel.deployment;
+    let Some(master) = deployment.master().await else {
+        return "none: no master named for a moment";
+    };
+    if rng.below(3) == 0 {
+        deployment
+            .graceful_failover(|_, _| sentinel.reopen_taps())
+            .await;
+        return "master failed over (writes paused, none lost)";
+    }
+    deployment.freeze(master);
+    tokio::time::sleep(hold).await;
+    deployment.thaw(master);
     "master frozen, then thawed"
 }

@@ -1,19 +1,37 @@
 //! A seeded randomized fault checker (in the spirit of Jepsen) for the limiter's promise: no
 //! limit ever admits more than its threshold in any window, whatever happens.
 //!
-//! [`run`] takes two topologies in turn, one `redis-server` behind a [`FaultProxy`] and a
-//! 3-master Redis Cluster (a replica each in the full-size run). On each it builds three
-//! limiters (three application servers) sharing one key prefix, failing `Closed`, `Open` and
-//! `Local`, each with a 1 s timeout (a busy 2-core machine never looks like a fault), and runs
-//! concurrent tasks drawing, from the seed, a mix of `check`, `check_n`, `check_all` (logs and
-//! sliding window counters, one cluster slot through `{u1}` or several), `check_permit` then a
-//! refund or not, `peek`, `until_ready` and `reset`, on nine hot limits of thresholds 3 to 10
-//! and periods of 1 to 5 s, and two leased ones (a log of 64 and a counter of 48 per 2 s, whose
-//! plain checks go through quota leases). Meanwhile a thread injects faults on a seeded
-//! schedule, each held until it ends it: proxy stall, delay, cut mid-call (the command ran, its
-//! reply is lost), refuse, the server killed and restarted on its port (without disk: it
-//! forgets everything); in the cluster a master frozen then thawed, and in the full run a
-//! manual failover.
+//! [`run`] takes three topologies in turn: one `redis-server` behind a [`FaultProxy`], a
+//! 3-master Redis Cluster (a replica each in the full-size run), and a Sentinel deployment (a
+//! master, its replica, three sentinels). On each it builds three limiters (three application
+//! servers) sharing one key prefix, failing `Closed`, `Open` and `Local`, each with a 1 s
+//! timeout (a busy 2-core machine never looks like a fault), and runs concurrent tasks
+//! drawing, from the seed, a mix of operations, one in six given a deadline of its caller's
+//! that may stop it at any point (within a round trip or two, or later):
+//!
+//! - by hand (`ops.rs`): `check`, `check_n`, `check_all` (logs and sliding window counters,
+//!   one cluster slot through `{u1}` or several), `check_permit` then a refund or not, `peek`,
+//!   `until_ready` and `reset`, on nine keys of thresholds 3 to 10 and periods of 1 to 5 s, and
+//!   two leased ones (a log of 64 and a counter of 48 per 2 s, whose plain checks go through
+//!   quota leases, and which half of the resets reset while other limiters spend their
+//!   leases);
+//! - through the real attribute (`callers.rs`: named and unnamed, stacked with names and with
+//!   positions, leased logs and counters) and the real axum layers of one router (`/login` and
+//!   `/search` on the default scope at two rates, `/export` on a named scope of two rates),
+//!   for two users, each caller with a short and a long limit somewhere, so that the checker
+//!   reads the attribute's and the layers' key layouts as the guide documents them;
+//!   `reset_scope` of their scopes, half of them leased ones;
+//! - a leased function only the first limiter calls and resets (in pairs, the second while the
+//!   window fills again, then a period before the next pair), each reset stopped by its caller
+//!   once its first, second or third round trip is done: a reserve only the resetting limiter
+//!   holds.
+//!
+//! Meanwhile a thread injects faults on a seeded schedule, each held until it ends it: proxy
+//! stall, delay, cut mid-call (the command ran, its reply is lost), refuse, the server killed
+//! and restarted on its port (without disk: it forgets everything); in the cluster a master
+//! frozen then thawed, and in the full run a manual failover; in the Sentinel deployment the
+//! master frozen (for less than the sentinels' down-after time) then thawed, or failed over by
+//! the sentinels with writes paused and the replica caught up, so that nothing is lost.
 //!
 //! # Judged on what the servers recorded
 //!
@@ -25,10 +43,11 @@
 //!
 //! - **Exactness of logs**: each `ZADD ... NX <score> <member>` that added a member is an
 //!   admission at server time `<score>`; a refund's `ZREM` of it takes it back; a reset (the
-//!   reset script) or a restart forgets what came before, but for what the reset kept (live
-//!   leases' reserves), which starts the new epoch at its scores. In every key, every window
-//!   `(t − P, t]` holds at most the threshold of the admissions not taken back since the last
-//!   reset.
+//!   reset script, a `DEL` or `UNLINK` of the key) or a restart forgets what came before, but
+//!   for what the reset kept (live leases' reserves), which starts the new epoch at its
+//!   scores. In every key, every window `(t − P, t]` holds at most the threshold of the
+//!   admissions not taken back since the last reset; a log checked under two rates is two
+//!   limits sharing one log.
 //! - **Exactness of counters**: a check's `HSET` of a counter's field adds the check's cost to
 //!   the fixed window its value names; a refund takes its cost from the window of its check's
 //!   time only when that admission added to that window (same key, period, since the last
@@ -61,6 +80,16 @@
 //!   cluster slots, a reset of a log and counter in two slots, a leased check that waited for
 //!   its lease's renewal; plus a wait's own limit) and 500 ms; no task panicked.
 //!
+//! # Judged on what the callers were told
+//!
+//! The records of every call (its start and end, its answer, who answered for each limit)
+//! are judged per limit as callers name it (a key by hand, an attribute's limit, a layer's
+//! rate for a user), per window, whatever the servers recorded: a log at most its threshold
+//! in every window of one period, a counter at most its threshold in every fixed window and
+//! `2 × threshold − 1` in every window of one period, counting the admissions whose whole
+//! span lies in the window; after a reset (as the taps saw it run) or a restart, over the
+//! admissions that started after it. `told.rs` says what it leaves out and why.
+//!
 //! # Documented exceptions, and the rules that exclude them
 //!
 //! - Calls answered by the failure policy (`Decision::answered_by_policy`: `Open`'s and
@@ -72,8 +101,12 @@
 //!   lets the new master admit again, and a later refund of a counter's admission there takes
 //!   another call's cost): the full run fails over by hand (`CLUSTER FAILOVER`, which waits
 //!   for the replica to catch up) and keeps frozen masters below the node timeout, so nothing
-//!   is lost, and its cluster limiters wait for their replica (`wait_for_replicas`). A
-//!   failover that loses writes (a master killed) is not injected.
+//!   is lost, and its cluster limiters wait for their replica (`wait_for_replicas`); the
+//!   Sentinel deployment's failovers pause writes until the replica caught up, and its freezes
+//!   stay below the sentinels' down-after time. A failover that loses writes (a master
+//!   killed) is not injected.
+//! - The layers' requests all go through the limiter that fails closed: another's `200` may
+//!   be its policy's, which a response does not tell.
 //! - Blindness: a hot key whose admissions callers were told of, and of which the tap saw
 //!   none, is a violation (a lost tap, or a key layout the checker cannot read, would
 //!   otherwise pass unjudged).
@@ -83,9 +116,11 @@
 //!
 //! [`FaultProxy`]: crate::proxy::FaultProxy
 
+mod callers;
 mod faults;
 mod ops;
 mod tap;
+mod told;
 mod verify;
 
 use std::collections::BTreeMap;
@@ -97,7 +132,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ratelimit_runtime::{Algorithm, FailurePolicy, Limiter, Rate};
 
 use self::faults::Servers;
-use self::ops::{Hot, Kind, Outcome, Record, Traffic};
+use self::ops::{Kind, Outcome, Record, Source, Subject, Traffic};
 use self::tap::{Line, Tap};
 
 /// The variable that fixes the CI run's seed.
@@ -118,6 +153,8 @@ pub struct Config {
     pub traffic: Duration,
     /// Replicas and failovers in the cluster.
     pub full: bool,
+    /// The topologies to run, in turn ([`Topology::ALL`] for all).
+    pub topologies: Vec<Topology>,
     /// The command that replays this run, for a failure's message.
     pub replay: String,
 }
@@ -246,12 +283,38 @@ pub fn seed_from_env() -> u64 {
 /// not catch up (a fault of the harness, not a violation).
 pub async fn run(config: Config) -> Report {
     let started = Instant::now();
-    let single = run_topology(&config, false).await;
-    let cluster = run_topology(&config, true).await;
+    let mut topologies = Vec::new();
+    for &topology in &config.topologies {
+        topologies.push(run_topology(&config, topology).await);
+    }
     Report {
         config,
-        topologies: vec![single, cluster],
+        topologies,
         took: started.elapsed(),
+    }
+}
+
+/// The deployments a run takes in turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// One server behind a fault proxy.
+    Single,
+    /// A 3-master Redis Cluster (a replica each in the full-size run).
+    Cluster,
+    /// A master, its replica and three sentinels.
+    Sentinel,
+}
+
+impl Topology {
+    /// Every topology, in the order a run takes them.
+    pub const ALL: [Topology; 3] = [Topology::Single, Topology::Cluster, Topology::Sentinel];
+
+    fn name(self) -> &'static str {
+        match self {
+            Topology::Single => "single server",
+            Topology::Cluster => "cluster",
+            Topology::Sentinel => "sentinel",
+        }
     }
 }
 
@@ -268,21 +331,25 @@ pub(crate) fn next_marker() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+/// How long the checker's sentinels wait before they call a master down: longer than any
+/// freeze it injects, so that only the failovers it asks for happen.
+const SENTINEL_DOWN_AFTER: Duration = Duration::from_secs(10);
+
 /// Starts a topology's servers (blocking work, off the runtime's threads).
-async fn start(cluster: bool, full: bool) -> (Servers, Vec<Tap>) {
-    tokio::task::spawn_blocking(move || {
-        if cluster {
-            Servers::cluster(full)
-        } else {
-            (Servers::single(), Vec::new())
-        }
-    })
-    .await
-    .expect("start the servers")
+async fn start(topology: Topology, full: bool) -> (Servers, Vec<Tap>) {
+    match topology {
+        Topology::Single => tokio::task::spawn_blocking(|| (Servers::single(), Vec::new()))
+            .await
+            .expect("start the server"),
+        Topology::Cluster => tokio::task::spawn_blocking(move || Servers::cluster(full))
+            .await
+            .expect("start the cluster"),
+        Topology::Sentinel => (Servers::sentinel(SENTINEL_DOWN_AFTER).await, Vec::new()),
+    }
 }
 
 /// Three limiters on `servers`, sharing `prefix`.
-async fn limiters(servers: &Servers, prefix: &str, cluster: bool, full: bool) -> Vec<Limiter> {
+async fn limiters(servers: &Servers, prefix: &str, topology: Topology, full: bool) -> Vec<Limiter> {
     let policies = [
         FailurePolicy::Closed,
         FailurePolicy::Open,
@@ -294,13 +361,13 @@ async fn limiters(servers: &Servers, prefix: &str, cluster: bool, full: bool) ->
             .key_prefix(prefix)
             .failure_policy(policy)
             .timeout(TIMEOUT);
-        let builder = if cluster {
+        let builder = if topology == Topology::Cluster {
             builder.redis_cluster(servers.urls())
         } else {
             builder.redis_url(&servers.urls()[0])
         };
         let builder = builder.deny_cache(i % 2 == 0);
-        let builder = if cluster && full {
+        let builder = if topology == Topology::Cluster && full {
             builder.wait_for_replicas(1, Duration::from_millis(400))
         } else {
             builder
@@ -313,26 +380,30 @@ async fn limiters(servers: &Servers, prefix: &str, cluster: bool, full: bool) ->
     limiters
 }
 
-async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
+async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
     let started = Instant::now();
-    let name = if cluster { "cluster" } else { "single server" };
-    let seed = config.seed.wrapping_mul(2).wrapping_add(u64::from(cluster));
-    let (servers, cluster_taps) = start(cluster, config.full).await;
-    let prefix = crate::unique_prefix(if cluster {
-        "checker-cluster"
-    } else {
-        "checker-single"
+    let name = topology.name();
+    let seed = config.seed.wrapping_mul(3).wrapping_add(topology as u64);
+    let (servers, cluster_taps) = start(topology, config.full).await;
+    let prefix = crate::unique_prefix(match topology {
+        Topology::Single => "checker-single",
+        Topology::Cluster => "checker-cluster",
+        Topology::Sentinel => "checker-sentinel",
     });
-    let limiters = limiters(&servers, &prefix, cluster, config.full).await;
+    let cluster = topology == Topology::Cluster;
+    let limiters = limiters(&servers, &prefix, topology, config.full).await;
     let epoch = Instant::now();
     let epoch_micros = now_micros();
+    let router = callers::router(&limiters[ops::CLOSED]);
     let traffic = Arc::new(Traffic {
         limiters,
-        hot: ops::hot_limits(),
+        router,
+        subjects: ops::subjects(),
         cluster,
         timeout: TIMEOUT,
         epoch,
         records: Mutex::new(Vec::new()),
+        solo_reset: Mutex::new((None, 0)),
     });
     let until = epoch + config.traffic;
     let servers = Arc::new(servers);
@@ -361,29 +432,33 @@ async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
     // the timeout of each of its two round trips.
     tokio::time::sleep(2 * TIMEOUT + Duration::from_millis(500)).await;
     violations.extend(untimed_keys(&servers, &prefix).await);
-    let (single_taps, closed, wipes) = servers.take_single_taps();
-    let mut taps: Vec<(usize, Vec<Line>)> = Vec::new();
-    if !closed.is_empty() {
-        taps.push((0, closed));
-    }
-    for tap in single_taps.into_iter().chain(cluster_taps) {
+    let (own_taps, closed, wipes) = servers.take_taps();
+    let mut taps: Vec<(usize, Vec<Line>)> = closed;
+    for tap in own_taps.into_iter().chain(cluster_taps) {
         let node = tap.node;
         let synced = tokio::task::block_in_place(|| tap.sync(crate::STATE_DEADLINE));
         assert!(synced, "the tap on node {node} did not catch up");
         taps.push((node, tap.close()));
     }
     let records = traffic.records.lock().expect("the records").clone();
+    let policies: Vec<FailurePolicy> = traffic
+        .limiters
+        .iter()
+        .map(Limiter::failure_policy)
+        .collect();
     let verdict = verify::judge(&verify::Inputs {
         taps,
         wipes,
         epoch_micros,
         records: &records,
-        hot: &traffic.hot,
+        subjects: &traffic.subjects,
+        policies: &policies,
+        servers: &servers.ports(),
         prefix: &prefix,
     });
     violations.extend(verdict.violations);
     let mut exceptions = verdict.exceptions;
-    violations.extend(liveness(&records, &traffic.hot));
+    violations.extend(liveness(&records, &traffic.subjects));
     let mut operations: BTreeMap<&'static str, BTreeMap<&'static str, u64>> = BTreeMap::new();
     for record in &records {
         let outcome = match record.outcome {
@@ -392,6 +467,7 @@ async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
             Outcome::Policy { allowed: true } => "policy admitted",
             Outcome::Policy { allowed: false } => "policy denied",
             Outcome::Error => "error",
+            Outcome::Cancelled => "cancelled",
             Outcome::Done => "done",
         };
         *operations
@@ -418,12 +494,16 @@ async fn run_topology(config: &Config, cluster: bool) -> TopologyReport {
 }
 
 /// Every call returned within its bound.
-fn liveness(records: &[Record], hot: &[Hot]) -> Vec<String> {
+fn liveness(records: &[Record], subjects: &[Subject]) -> Vec<String> {
     records
         .iter()
         .filter(|record| record.took > record.bound)
         .map(|record| {
-            let keys: Vec<&str> = record.limits.iter().map(|&(i, _)| hot[i].key).collect();
+            let keys: Vec<&str> = record
+                .limits
+                .iter()
+                .map(|&(i, _)| subjects[i].name.as_str())
+                .collect();
             format!(
                 "liveness: {} of {keys:?} by limiter {} started at {:.3} s took {:?} (bound {:?})",
                 record.kind.name(),
@@ -459,6 +539,14 @@ async fn untimed_keys(servers: &Servers, prefix: &str) -> Vec<String> {
                 connections.push(cluster.connection(node).await);
             }
         }
+        Servers::Sentinel(sentinel) => {
+            let master = sentinel
+                .deployment
+                .master()
+                .await
+                .expect("the sentinels name a master");
+            connections.push(sentinel.deployment.server(master).connection().await);
+        }
     }
     let mut violations = Vec::new();
     for mut connection in connections {
@@ -492,7 +580,7 @@ async fn untimed_keys(servers: &Servers, prefix: &str) -> Vec<String> {
 /// When the server, its proxy or its tap cannot be started, or the limiter built.
 pub async fn stalled_counter_refund(config: Config) -> Report {
     let started = Instant::now();
-    let (servers, _) = start(false, false).await;
+    let (servers, _) = start(Topology::Single, false).await;
     let Servers::Single(single) = &servers else {
         unreachable!("a single server")
     };
@@ -510,9 +598,12 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
     let rate = Rate::new(10, period)
         .expect("a valid rate")
         .with_algorithm(Algorithm::SlidingWindowCounter);
-    let hot = vec![Hot {
-        key: "ctr:focused",
+    let hot = vec![Subject {
+        name: "ctr:focused".to_owned(),
+        key: "ctr:focused".to_owned(),
         rate,
+        caller: ops::Caller::Hand,
+        scope: None,
     }];
     // Start early in a fixed window, so that the three checks share it.
     let within = now_micros() % period.as_micros() as u64;
@@ -527,11 +618,13 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
             single.proxy.set(crate::proxy::Fault::Stall);
         }
         let begun = Instant::now();
-        let outcome = ops::decided(limiter.check_n(hot[0].key, rate, cost).await);
+        let outcome = ops::decided(limiter.check_n(&hot[0].key, rate, cost).await);
         records.push(Record {
             kind: Kind::CheckN,
             limiter: 0,
             limits: vec![(0, cost)],
+            sources: vec![Source::Store],
+            refunds: None,
             cross_slot: false,
             outcome,
             started: begun - epoch,
@@ -548,7 +641,7 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
     call(10, false).await;
     call(5, true).await;
     call(5, false).await;
-    let (taps, _, _) = servers.take_single_taps();
+    let (taps, _, _) = servers.take_taps();
     let mut lines = Vec::new();
     for tap in taps {
         assert!(tokio::task::block_in_place(
@@ -561,7 +654,9 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
         wipes: Vec::new(),
         epoch_micros,
         records: &records,
-        hot: &hot,
+        subjects: &hot,
+        policies: &[FailurePolicy::Closed],
+        servers: &servers.ports(),
         prefix: &prefix,
     });
     let mut operations: BTreeMap<&'static str, BTreeMap<&'static str, u64>> = BTreeMap::new();

@@ -21,6 +21,9 @@ pub(crate) struct Line {
     pub(crate) micros: u64,
     /// `true` when a script ran it (`[<db> lua]`).
     pub(crate) lua: bool,
+    /// The port of the client that sent it (`None` for a script's command): on a replica, its
+    /// master's port for what it replicates.
+    pub(crate) port: Option<u16>,
     /// The command and its arguments, unescaped.
     pub(crate) args: Vec<String>,
 }
@@ -133,10 +136,15 @@ pub(crate) fn parse(text: &str) -> Option<Line> {
     let micros = seconds.parse::<u64>().ok()? * 1_000_000 + micros.parse::<u64>().ok()?;
     let rest = rest.strip_prefix('[')?;
     let (source, rest) = rest.split_once(']')?;
-    let lua = source.split_whitespace().nth(1) == Some("lua");
+    let client = source.split_whitespace().nth(1);
+    let lua = client == Some("lua");
+    let port = client
+        .and_then(|client| client.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok());
     Some(Line {
         micros,
         lua,
+        port,
         args: unquote_all(rest.trim_start())?,
     })
 }
@@ -198,10 +206,12 @@ mod tests {
         .expect("a line");
         assert_eq!(line.micros, 1_796_220_702_807_365);
         assert!(!line.lua);
+        assert_eq!(line.port, Some(52_292));
         assert_eq!(line.args, ["EVALSHA", "ab", "1", "k:{a}", "m\"x y\n.1"]);
         let line =
             parse(r#"1796220702.807472 [0 lua] "ZADD" "k" "NX" "17" "\x41""#).expect("a line");
         assert!(line.lua);
+        assert_eq!(line.port, None);
         assert_eq!(line.args, ["ZADD", "k", "NX", "17", "A"]);
     }
 }

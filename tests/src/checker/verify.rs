@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
-use super::ops::{Hot, Kind, Outcome, Record};
+use ratelimit_runtime::FailurePolicy;
+
+use super::ops::{Kind, Outcome, Record, Subject};
 use super::tap::Line;
 
 /// The scripts the runtime sends, recognised by their SHA1 (of the very sources it compiles).
@@ -156,11 +158,11 @@ pub(crate) struct Verdict {
 }
 
 impl Verdict {
-    fn violation(&mut self, text: String) {
+    pub(crate) fn violation(&mut self, text: String) {
         self.violations.push(text);
     }
 
-    fn count(&mut self, what: &'static str, n: u64) {
+    pub(crate) fn count(&mut self, what: &'static str, n: u64) {
         *self.exceptions.entry(what).or_default() += n;
     }
 }
@@ -226,7 +228,11 @@ pub(crate) struct Inputs<'a> {
     /// The server time (µs) of the records' start (their `started` counts from it).
     pub(crate) epoch_micros: u64,
     pub(crate) records: &'a [Record],
-    pub(crate) hot: &'a [Hot],
+    pub(crate) subjects: &'a [Subject],
+    /// Each limiter's failure policy.
+    pub(crate) policies: &'a [FailurePolicy],
+    /// The data nodes' ports: what a node receives from one of them is replication.
+    pub(crate) servers: &'a [u16],
     pub(crate) prefix: &'a str,
 }
 
@@ -246,6 +252,11 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
     let mut checked: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     // Per (key, lease name): its reserve and what came back of it.
     let mut leases: HashMap<(String, String), LeaseSeen> = HashMap::new();
+    // Per stored key: the server times at which a reset (or a restart) forgot it.
+    let mut resets: HashMap<String, Vec<u64>> = HashMap::new();
+    // Per log: the rates its admissions were checked under (two limits sharing a log).
+    let mut rates: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut shared_logs: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     // Per (counter hash, field): the last value a script wrote, `(window, prev, cur)` (a
     // lease's grant is its `cur` less the one before).
     let mut written: HashMap<(String, String), (u64, u64, u64)> = HashMap::new();
@@ -262,7 +273,14 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
             written.clear();
         }
         if run.script == Script::Reset {
-            reset(run, &mut logs, &mut counters, &mut written);
+            reset(
+                run,
+                inputs,
+                &mut logs,
+                &mut counters,
+                &mut written,
+                &mut resets,
+            );
             continue;
         }
         let limits = run.limits();
@@ -278,6 +296,10 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
             match command.as_str() {
                 "DEL" | "UNLINK" => {
                     for key in &effect[1..] {
+                        resets
+                            .entry(hot_key(key, inputs.prefix))
+                            .or_default()
+                            .push(run.micros);
                         if let Some(log) = logs.get_mut(key) {
                             log.epoch += 1;
                             log.live.clear();
@@ -302,6 +324,10 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                     if let Some(limit) = limits.get(key.as_str()) {
                         log.period = limit.period;
                         log.threshold = limit.threshold;
+                        let rate = (limit.period, limit.threshold);
+                        if *rates.entry(key.clone()).or_insert(rate) != rate {
+                            shared_logs.insert(hot_key(key, inputs.prefix));
+                        }
                     }
                     for pair in effect[3..].chunks(2) {
                         let [score, member] = pair else { continue };
@@ -635,6 +661,11 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
         }
     }
     exactness(&logs, &counters, inputs.prefix, &mut verdict);
+    for key in shared_logs {
+        verdict.violation(format!(
+            "two limits share a log: {key} recorded admissions checked under two rates"
+        ));
+    }
     // What leases reserved and did not give back: spent (and told), or left to leave the
     // window with its lease (a give-back that failed, a lease whose reply was lost).
     let mut reserves: HashMap<String, i64> = HashMap::new();
@@ -643,6 +674,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
             (lease.reserved - lease.given_back).max(0);
     }
     accounting(inputs, &server, &reserves, &mut verdict);
+    super::told::judge(inputs, &resets, &mut verdict);
     verdict
 }
 
@@ -652,10 +684,18 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
 /// kept reserve), with the grants of that window's leases, whose give-backs take from it.
 fn reset(
     run: &Run,
+    inputs: &Inputs<'_>,
     logs: &mut HashMap<String, LogKey>,
     counters: &mut HashMap<String, CounterKey>,
     written: &mut HashMap<(String, String), (u64, u64, u64)>,
+    resets: &mut HashMap<String, Vec<u64>>,
 ) {
+    for key in &run.keys {
+        resets
+            .entry(hot_key(key, inputs.prefix))
+            .or_default()
+            .push(run.micros);
+    }
     // Per counter hash: the (period, window, reserve) it kept.
     let mut kept: HashMap<&str, Vec<(u64, u64, u64)>> = HashMap::new();
     for effect in &run.effects {
@@ -789,6 +829,19 @@ fn group(inputs: &Inputs<'_>, verdict: &mut Verdict) -> Vec<Run> {
                 .first()
                 .map(|c| c.to_ascii_uppercase())
                 .unwrap_or_default();
+            let replicated = line.port.is_some_and(|port| inputs.servers.contains(&port));
+            if matches!(command.as_str(), "DEL" | "UNLINK") && !replicated {
+                // A client's own deletion (a reset by scope, by `UNLINK`).
+                runs.push(Run {
+                    micros: line.micros,
+                    node: *node,
+                    script: Script::Other,
+                    keys: Vec::new(),
+                    argv: Vec::new(),
+                    effects: vec![line.args.clone()],
+                });
+                continue;
+            }
             if !command.starts_with("EVAL") || line.args.len() < 3 {
                 continue;
             }
@@ -908,11 +961,11 @@ fn accounting(
     };
     for record in inputs.records {
         let spans_wipe = inputs.wipes.iter().any(|&wipe| under_way(record, wipe));
-        for &(hot, cost) in &record.limits {
-            let key = inputs.hot[hot].key;
+        for &(subject, cost) in &record.limits {
+            let key = inputs.subjects[subject].key.as_str();
             let cost = i64::from(cost);
             match (record.kind, record.outcome) {
-                (Kind::Peek | Kind::Reset, _) => {}
+                (Kind::Peek | Kind::Reset | Kind::ResetScope, _) => {}
                 (Kind::Refund, Outcome::Done) => *told.entry(key).or_default() -= cost,
                 (Kind::Refund, _) => *unknown_refunds.entry(key).or_default() += cost,
                 (_, Outcome::Admitted) => {
@@ -926,7 +979,7 @@ fn accounting(
                     *unknown.entry(key).or_default() += cost;
                 }
                 (_, Outcome::Denied | Outcome::Done) => {}
-                (_, Outcome::Policy { .. } | Outcome::Error) => {
+                (_, Outcome::Policy { .. } | Outcome::Error | Outcome::Cancelled) => {
                     *unknown.entry(key).or_default() += cost;
                 }
             }
@@ -943,7 +996,7 @@ fn accounting(
         }
     }
     for (key, &held) in server {
-        if !inputs.hot.iter().any(|hot| hot.key == key) {
+        if !inputs.subjects.iter().any(|subject| subject.key == *key) {
             continue;
         }
         let told_admitted = told.get(key.as_str()).copied().unwrap_or(0);

@@ -1,0 +1,308 @@
+//! The callers' code the checker drives, as an application writes it: functions under the
+//! real `#[rate_limit]` attribute (named and unnamed, stacked with and without names, leased,
+//! logs and counters) and an axum router under real `RateLimitLayer`s (two on the default
+//! scope with different rates, one named scope of two rates). Each caller has a short and a
+//! long limit of one user somewhere, so that several rates meet on one caller.
+//!
+//! Their stored keys are written out by hand in [`super::ops::subjects`], in the layout the
+//! guide's `keys` page documents: a key the runtime writes otherwise is one the tap never
+//! shows for its subject, and the blindness rule fails the run.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::routing::get;
+use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
+use ratelimit_runtime::{Algorithm, Decisions, Limiter, Rate, RateLimitError, rate_limit};
+use tower_service::Service as _;
+
+/// What a limited function tells its caller: each limit's rate, and whether the failure policy
+/// answered for it (`true`) or the store did.
+pub(crate) type Answered = Vec<(Rate, bool)>;
+
+fn answered(decisions: &Decisions) -> Answered {
+    decisions
+        .iter()
+        .map(|limit| (limit.rate(), limit.decision().answered_by_policy()))
+        .collect()
+}
+
+/// One attribute with a `name`: `chk.login/<user>`.
+#[rate_limit(name = "chk.login", period = "3s", threshold = 5, key = user, limiter = limiter, decision = d)]
+pub(crate) async fn named(limiter: &Limiter, user: &str) -> Result<Answered, RateLimitError> {
+    Ok(answered(d))
+}
+
+/// One attribute without a name, a sliding window counter: its scope is this function's path.
+#[rate_limit(
+    period = "2s",
+    threshold = 4,
+    algorithm = "sliding_window_counter",
+    key = user,
+    limiter = limiter,
+    decision = d
+)]
+pub(crate) async fn unnamed(limiter: &Limiter, user: &str) -> Result<Answered, RateLimitError> {
+    Ok(answered(d))
+}
+
+/// Two stacked limits with names, a burst log and a longer counter:
+/// `#chk.burst/{<user>}@1s`, `#chk.window/{<user>}@5s`.
+#[rate_limit(name = "chk.burst", period = 1, threshold = 3, key = user, limiter = limiter, decision = d)]
+#[rate_limit(
+    name = "chk.window",
+    period = 5,
+    threshold = 8,
+    algorithm = "sliding_window_counter",
+    key = user
+)]
+pub(crate) async fn stacked_named(
+    limiter: &Limiter,
+    user: &str,
+) -> Result<Answered, RateLimitError> {
+    Ok(answered(d))
+}
+
+/// Two stacked limits without names, told apart by their positions:
+/// `#<path>#1/{<user>}@1s`, `#<path>#2/{<user>}@4s`.
+#[rate_limit(period = 1, threshold = 2, key = user, limiter = limiter, decision = d)]
+#[rate_limit(period = 4, threshold = 6, key = user)]
+pub(crate) async fn stacked(limiter: &Limiter, user: &str) -> Result<Answered, RateLimitError> {
+    Ok(answered(d))
+}
+
+/// A leased log (leases of up to 3: a sixteenth of 48): `chk.leased/<user>`.
+#[rate_limit(name = "chk.leased", period = 2, threshold = 48, lease = true, key = user, limiter = limiter, decision = d)]
+pub(crate) async fn leased(limiter: &Limiter, user: &str) -> Result<Answered, RateLimitError> {
+    Ok(answered(d))
+}
+
+/// A leased counter (leases of up to 2): `chk.leased.ctr/<user>#swc`.
+#[rate_limit(
+    name = "chk.leased.ctr",
+    period = 2,
+    threshold = 40,
+    algorithm = "sliding_window_counter",
+    lease = true,
+    key = user,
+    limiter = limiter,
+    decision = d
+)]
+pub(crate) async fn leased_counter(
+    limiter: &Limiter,
+    user: &str,
+) -> Result<Answered, RateLimitError> {
+    Ok(answered(d))
+}
+
+/// A leased log that one limiter alone calls and resets (leases of up to 3: a sixteenth of
+/// 48): `chk.solo/<user>`.
+#[rate_limit(name = "chk.solo", period = 4, threshold = 48, lease = true, key = user, limiter = limiter, decision = d)]
+pub(crate) async fn solo(limiter: &Limiter, user: &str) -> Result<Answered, RateLimitError> {
+    Ok(answered(d))
+}
+
+/// The scopes of the functions above without a `name`: their paths.
+const UNNAMED: &str = "tests::checker::callers::unnamed";
+const STACKED: &str = "tests::checker::callers::stacked";
+
+/// The attributed functions above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Function {
+    Named,
+    Unnamed,
+    StackedNamed,
+    Stacked,
+    Leased,
+    LeasedCounter,
+    /// Called and reset by one limiter only.
+    Solo,
+}
+
+/// A limit as the checker knows it: its stored key (a counter's without `#swc`), its rate, and
+/// the scope `reset_scope` names it by.
+pub(crate) type Known = (String, Rate, &'static str);
+
+fn rate(threshold: u64, seconds: u64) -> Rate {
+    Rate::new(threshold, Duration::from_secs(seconds)).expect("a valid rate")
+}
+
+fn counter(threshold: u64, seconds: u64) -> Rate {
+    rate(threshold, seconds).with_algorithm(Algorithm::SlidingWindowCounter)
+}
+
+impl Function {
+    /// The functions every limiter calls.
+    pub(crate) const SHARED: [Function; 6] = [
+        Function::Named,
+        Function::Unnamed,
+        Function::StackedNamed,
+        Function::Stacked,
+        Function::Leased,
+        Function::LeasedCounter,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Function::Named => "fn named",
+            Function::Unnamed => "fn unnamed",
+            Function::StackedNamed => "fn stacked_named",
+            Function::Stacked => "fn stacked",
+            Function::Leased => "fn leased",
+            Function::LeasedCounter => "fn leased_counter",
+            Function::Solo => "fn solo",
+        }
+    }
+
+    pub(crate) fn leased(self) -> bool {
+        matches!(
+            self,
+            Function::Leased | Function::LeasedCounter | Function::Solo
+        )
+    }
+
+    /// Its limits for `user`, as its attributes write them.
+    pub(crate) fn limits(self, user: &str) -> Vec<Known> {
+        match self {
+            Function::Named => vec![(format!("chk.login/{user}"), rate(5, 3), "chk.login")],
+            Function::Unnamed => vec![(format!("{UNNAMED}/{user}"), counter(4, 2), UNNAMED)],
+            Function::StackedNamed => vec![
+                (format!("#chk.burst/{{{user}}}@1s"), rate(3, 1), "chk.burst"),
+                (
+                    format!("#chk.window/{{{user}}}@5s"),
+                    counter(8, 5),
+                    "chk.window",
+                ),
+            ],
+            Function::Stacked => vec![
+                (format!("#{STACKED}#1/{{{user}}}@1s"), rate(2, 1), STACKED),
+                (format!("#{STACKED}#2/{{{user}}}@4s"), rate(6, 4), STACKED),
+            ],
+            Function::Leased => vec![(
+                format!("chk.leased/{user}"),
+                rate(48, 2).leased(),
+                "chk.leased",
+            )],
+            Function::LeasedCounter => vec![(
+                format!("chk.leased.ctr/{user}"),
+                counter(40, 2).leased(),
+                "chk.leased.ctr",
+            )],
+            Function::Solo => vec![(format!("chk.solo/{user}"), rate(48, 4).leased(), "chk.solo")],
+        }
+    }
+
+    /// Calls it for `user` with `limiter`.
+    pub(crate) async fn call(
+        self,
+        limiter: &Limiter,
+        user: &str,
+    ) -> Result<Answered, RateLimitError> {
+        match self {
+            Function::Named => named(limiter, user).await,
+            Function::Unnamed => unnamed(limiter, user).await,
+            Function::StackedNamed => stacked_named(limiter, user).await,
+            Function::Stacked => stacked(limiter, user).await,
+            Function::Leased => leased(limiter, user).await,
+            Function::LeasedCounter => leased_counter(limiter, user).await,
+            Function::Solo => solo(limiter, user).await,
+        }
+    }
+}
+
+/// The routes of [`router`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    Login,
+    Search,
+    Export,
+}
+
+impl Route {
+    pub(crate) const ALL: [Route; 3] = [Route::Login, Route::Search, Route::Export];
+
+    pub(crate) fn path(self) -> &'static str {
+        match self {
+            Route::Login => "/login",
+            Route::Search => "/search",
+            Route::Export => "/export",
+        }
+    }
+
+    /// Its layer's rates for `user`, with the keys the layer writes.
+    pub(crate) fn limits(self, user: &str) -> Vec<Known> {
+        match self {
+            Route::Login => vec![(format!("{{layer/{user}}}@10/4s"), login_rate(), "layer")],
+            Route::Search => vec![(format!("{{layer/{user}}}@20/1s"), search_rate(), "layer")],
+            Route::Export => {
+                let [burst, window] = export_rates();
+                vec![
+                    (format!("{{chk.export/{user}}}@1s"), burst, "chk.export"),
+                    (format!("{{chk.export/{user}}}@5s"), window, "chk.export"),
+                ]
+            }
+        }
+    }
+}
+
+/// The rates of the router's layers.
+pub(crate) fn login_rate() -> Rate {
+    rate(10, 4)
+}
+
+pub(crate) fn search_rate() -> Rate {
+    rate(20, 1)
+}
+
+pub(crate) fn export_rates() -> [Rate; 2] {
+    [
+        Rate::new(4, Duration::from_secs(1)).expect("a valid rate"),
+        Rate::new(8, Duration::from_secs(5)).expect("a valid rate"),
+    ]
+}
+
+/// The header the layers key requests by.
+pub(crate) const USER_HEADER: &str = "x-user";
+
+/// A router limited by `limiter`, as an application layers one: `/login` and `/search` each
+/// under a layer of the default scope (10 per 4 s, 20 per 1 s), `/export` under a layer of the
+/// scope `chk.export` with two rates (4 per 1 s, 8 per 5 s); all keyed by the `x-user` header.
+pub(crate) fn router(limiter: &Limiter) -> Router {
+    let key = || HeaderKey::new(USER_HEADER);
+    let [burst, window] = export_rates();
+    Router::new()
+        .route(
+            "/login",
+            get(ok).layer(RateLimitLayer::new(limiter.clone(), login_rate(), key())),
+        )
+        .route(
+            "/search",
+            get(ok).layer(RateLimitLayer::new(limiter.clone(), search_rate(), key())),
+        )
+        .route(
+            "/export",
+            get(ok).layer(
+                RateLimitLayer::new(limiter.clone(), burst, key())
+                    .and_rate(window)
+                    .scope("chk.export"),
+            ),
+        )
+}
+
+async fn ok() -> &'static str {
+    "ok"
+}
+
+/// Sends `GET <path>` as `user` through `router`; its status.
+pub(crate) async fn request(router: &Router, path: &str, user: &str) -> StatusCode {
+    let request = Request::get(path)
+        .header(USER_HEADER, user)
+        .body(Body::empty())
+        .expect("a request");
+    match router.clone().call(request).await {
+        Ok(response) => response.status(),
+        Err(infallible) => match infallible {},
+    }
+}
