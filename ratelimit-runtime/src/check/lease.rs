@@ -18,7 +18,10 @@
 //! - the renewal runs handed off to the runtime, holding the lease's lock until it installs
 //!   its grant, so a caller that stops waiting never strands a reserve (nor lets a second
 //!   renewal overwrite one);
-//! - a grant sent before this process reset the key is not spent (the reset deleted it).
+//! - a reset, by this process or another, keeps the reserves of the leases that may still be
+//!   spent, so a lease goes on through it (the store contract's "Resets");
+//! - one renewal at a time per key and rate, so that only a limiter's current lease of a key
+//!   may still be spent: what a reset of a counter keeps (`counter.lua`'s lease record).
 //!
 //! Sizing: a lease asks for `size` admissions (the call at hand included), starting at 1 (a
 //! plain check): `size` doubles when a lease was spent before its end, halves when one ended

@@ -99,20 +99,28 @@
 //! # Resets
 //!
 //! A reset ([`Store::reset`], [`Store::reset_scope`]: `reset.lua`, in Redis) forgets a key's
-//! admissions up to the store's now, **and keeps what live leases reserved**, so that no
-//! process can spend more than the window then holds: a log keeps its reserve members scored
-//! after now (a lease's name, its first character one of `E` to `H`, is never an admission's:
-//! `store/redis/member.rs`) and loses every other member, admissions at explicit times later
-//! than now included; a counter keeps, of its current fixed window, the reserve that window's
-//! leases recorded (`counter.lua`'s lease record: their reserves, less their give-backs) while
-//! one of them lasts, as a counter first written at the reset, so that a refund of a check
-//! made before it takes nothing, and the give-back of a lease granted before it takes at most
-//! what it kept (nothing when it kept nothing of that window), never another lease's. The
-//! counter keeps the whole reserve, what its holders spent before the reset included: fewer
-//! admissions until the window ends, never more. A reset resent after a lost connection forgets
-//! what came between its two runs too. In process there are no leases, and a reset forgets
-//! everything. After a reset the bound holds over the admissions that follow it, the
-//! reserves' spends among them.
+//! admissions up to the store's now, **and keeps what leases that may still be spent
+//! reserved**, so that no process can spend more than the window then holds:
+//!
+//! - a log keeps its reserve members scored after now: those of the leases granted in the last
+//!   lease length, spent or not (a lease's name, its first character one of `E` to `H`, is
+//!   never an admission's: `store/redis/member.rs`), counted until they leave the window, a
+//!   period after their lease's end; it loses every other member, admissions at explicit
+//!   times later than now included;
+//! - a counter keeps the reserve of each limiter's current lease that lasts past now (a
+//!   limiter renews only once its last lease was spent, ended or given back, so only its
+//!   current one may still be spent: `counter.lua`'s lease record, one per limiter and rate),
+//!   in the fixed window it was granted in, as a counter first written after every time written
+//!   into it before (whatever the server's clock did), so that a refund of a check made before
+//!   the reset takes nothing, and the give-back of a kept lease takes at most what was kept of
+//!   it, that of any other lease granted before the reset nothing.
+//!
+//! What is kept, spent before the reset or not, means fewer admissions until it leaves the
+//! window, never more. A reset resent after a lost connection forgets what came between its
+//! two runs too. In process there are no leases, and a reset forgets everything. After a reset
+//! the bound holds over the admissions that follow it, the reserves' spends among them. A
+//! step of the server's clock forward across a lease's end lets a reset forget a reserve its
+//! holder may still spend (at most what one process holds: the leases' clock caveat).
 //!
 //! # Leases
 //!

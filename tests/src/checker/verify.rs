@@ -194,8 +194,10 @@ struct CounterAdmission {
     refunded: bool,
     /// A lease's grant.
     lease: bool,
-    /// A lease's grant whose reserve a reset kept (into the epoch it started).
+    /// A lease's grant whose reserve a reset kept (into the epoch it started), and what is left
+    /// of what it kept, which its give-back takes at most.
     carried: bool,
+    kept: u64,
 }
 
 #[derive(Default)]
@@ -204,9 +206,6 @@ struct CounterKey {
     admissions: HashMap<(u64, String), CounterAdmission>,
     /// Cost admitted and not taken back, per (epoch, period, window).
     windows: BTreeMap<(u32, u64, u64), (i64, u64)>,
-    /// What a reset kept of its window's leases' reserve, per (epoch, period, window), less
-    /// what their give-backs took since.
-    kept: HashMap<(u32, u64, u64), u64>,
 }
 
 /// A lease, as the tap saw it: the reserve it recorded beyond the call at hand, and what
@@ -522,6 +521,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                     refunded: false,
                                     lease: true,
                                     carried: false,
+                                    kept: 0,
                                 },
                             );
                             verdict.count("judged: counter leases", 1);
@@ -565,6 +565,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                     refunded: false,
                                     lease: false,
                                     carried: false,
+                                    kept: 0,
                                 },
                             );
                             verdict.count("judged: counter admissions", 1);
@@ -605,12 +606,8 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                                 lease.given_back += limit.cost as i64;
                                                 if own.carried {
                                                     // What the reset kept, at most.
-                                                    let pool = counter
-                                                        .kept
-                                                        .entry((epoch, limit.period, own.window))
-                                                        .or_default();
-                                                    let taken = limit.cost.min(*pool);
-                                                    *pool -= taken;
+                                                    let taken = limit.cost.min(own.kept);
+                                                    own.kept -= taken;
                                                     taken
                                                 } else {
                                                     limit.cost.min(own.cost)
@@ -681,7 +678,8 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
 /// A reset script's run: each of its keys forgotten (a new epoch), but for what the script
 /// kept, which starts the new epoch: a log's members left after its removals (live leases'
 /// reserves), counted again at their scores; a counter's fields it wrote afresh (a window's
-/// kept reserve), with the grants of that window's leases, whose give-backs take from it.
+/// kept reserve), with the leases it kept (their records it marked), whose give-backs take at
+/// most what it kept of each.
 fn reset(
     run: &Run,
     inputs: &Inputs<'_>,
@@ -696,8 +694,10 @@ fn reset(
             .or_default()
             .push(run.micros);
     }
-    // Per counter hash: the (period, window, reserve) it kept.
+    // Per counter hash: the (period, window, reserve) it kept, and the leases it kept, by
+    // (period, name), with what it kept of each.
     let mut kept: HashMap<&str, Vec<(u64, u64, u64)>> = HashMap::new();
+    let mut kept_leases: HashMap<&str, HashMap<(u64, String), u64>> = HashMap::new();
     for effect in &run.effects {
         let command = effect[0].to_ascii_uppercase();
         let Some(key) = effect.get(1) else { continue };
@@ -730,6 +730,20 @@ fn reset(
                 let (Some(field), Some(value)) = (effect.get(2), effect.get(3)) else {
                     continue;
                 };
+                // A lease's record, `<period>:<threshold>:<owner>` = '<w> <name> <reserved>
+                // <ends> <kept>': kept.
+                if let Some((period, _)) = field.split_once(':') {
+                    let parts: Vec<&str> = value.split(' ').collect();
+                    if let (Ok(period), [_, name, _, _, kept_of]) =
+                        (period.parse::<u64>(), &parts[..])
+                    {
+                        kept_leases
+                            .entry(key.as_str())
+                            .or_default()
+                            .insert((period, (*name).to_owned()), kept_of.parse().unwrap_or(0));
+                    }
+                    continue;
+                }
                 let numbers: Vec<u64> = value.split(' ').filter_map(|n| n.parse().ok()).collect();
                 let (Ok(period), &[window, prev, cur, ..]) = (field.parse::<u64>(), &numbers[..])
                 else {
@@ -781,9 +795,11 @@ fn reset(
                 counter
                     .windows
                     .insert((epoch, period, window), (reserve as i64, threshold));
-                counter.kept.insert((epoch, period, window), reserve);
-                for ((of, _), admission) in &mut counter.admissions {
-                    if *of == period
+                let leases = kept_leases.get(key.as_str());
+                for ((of, name), admission) in &mut counter.admissions {
+                    let kept_of = leases.and_then(|leases| leases.get(&(*of, name.clone())));
+                    if let Some(&kept_of) = kept_of
+                        && *of == period
                         && admission.lease
                         && admission.epoch == old
                         && admission.window == window
@@ -791,6 +807,7 @@ fn reset(
                     {
                         admission.epoch = epoch;
                         admission.carried = true;
+                        admission.kept = kept_of;
                     }
                 }
             }

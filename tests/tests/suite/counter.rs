@@ -383,7 +383,7 @@ async fn redis_keeps_one_small_expiring_hash_per_key() {
         .await
         .unwrap();
     assert_eq!(kind, "hash");
-    // One field per period: '<window> <prev> <cur> <born>'.
+    // One field per period: '<window> <prev> <cur> <born> <latest>'.
     let fields: std::collections::HashMap<String, String> = ::redis::cmd("HGETALL")
         .arg(&key)
         .query_async(&mut connection)
@@ -392,9 +392,13 @@ async fn redis_keeps_one_small_expiring_hash_per_key() {
     assert_eq!(fields.len(), 1, "{fields:?}");
     let value = &fields[&(60 * SECOND).to_string()];
     let numbers: Vec<u64> = value.split(' ').map(|n| n.parse().unwrap()).collect();
-    assert_eq!(numbers.len(), 4, "{value}");
+    assert_eq!(numbers.len(), 5, "{value}");
     assert_eq!(numbers[1] + numbers[2], 100, "{value}");
     assert_eq!(numbers[0], numbers[3] / (60 * SECOND), "{value}");
+    assert!(
+        numbers[4] >= numbers[3],
+        "the latest write, after the first: {value}"
+    );
     let ttl: i64 = ::redis::cmd("PTTL")
         .arg(&key)
         .query_async(&mut connection)

@@ -895,9 +895,9 @@ async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
     );
     assert!(counts[3] > lease_time, "first written at the reset");
     // A refund of a check made before the reset takes nothing from it...
-    let refund_of = |kind: &str, cost: u64| {
+    let refund_of = |kind: &str, name: &str, cost: u64| {
         let mut call = refund.key(&counter);
-        call.arg("Alater")
+        call.arg(name)
             .arg(lease_time)
             .arg(cost)
             .arg(hour)
@@ -905,26 +905,29 @@ async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
             .arg(kind);
         call
     };
-    let _: Vec<i64> = refund_of("c", 2)
+    let _: Vec<i64> = refund_of("c", "Alater", 2)
         .invoke_async(&mut connection)
         .await
         .unwrap();
     let stored: String = connection.hget(&counter, &field).await.unwrap();
     assert!(stored.starts_with(&format!("{window} 0 3 ")), "{stored}");
-    // ... a give-back of the lease takes its cost, and a second one what the reset kept at
-    // most.
-    let _: Vec<i64> = refund_of("g", 2)
+    // ... a give-back of the lease takes its cost (at most what was kept of it), once: the
+    // lease is over.
+    let _: Vec<i64> = refund_of("g", "Flease", 2)
         .invoke_async(&mut connection)
         .await
         .unwrap();
     let stored: String = connection.hget(&counter, &field).await.unwrap();
     assert!(stored.starts_with(&format!("{window} 0 1 ")), "{stored}");
-    let _: Vec<i64> = refund_of("g", 2)
+    let _: Vec<i64> = refund_of("g", "Flease", 2)
         .invoke_async(&mut connection)
         .await
         .unwrap();
     let stored: String = connection.hget(&counter, &field).await.unwrap();
-    assert!(stored.starts_with(&format!("{window} 0 0 ")), "{stored}");
+    assert!(
+        stored.starts_with(&format!("{window} 0 1 ")),
+        "once: {stored}"
+    );
     // With no lease of its window left to last, a reset forgets the counter whole.
     let forgotten: Vec<i64> = reset
         .key(&counter)
@@ -955,7 +958,7 @@ async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
         .unwrap();
     assert_eq!(granted[0], 4);
     let new_lease_time = u64::try_from(granted[1]).unwrap();
-    let _: Vec<i64> = refund_of("g", 2)
+    let _: Vec<i64> = refund_of("g", "Flease", 2)
         .invoke_async(&mut connection)
         .await
         .unwrap();
@@ -967,7 +970,7 @@ async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
         .await
         .unwrap();
     assert_eq!(forgotten, [1]);
-    let _: Vec<i64> = refund_of("g", 2)
+    let _: Vec<i64> = refund_of("g", "Flease", 2)
         .invoke_async(&mut connection)
         .await
         .unwrap();
@@ -991,6 +994,211 @@ async fn a_reset_keeps_what_live_leases_reserved_and_nothing_else() {
     assert!(
         stored.starts_with(&format!("{window} 0 1 ")),
         "its own give-back: {stored}"
+    );
+    redis.clean_up(&prefix).await;
+}
+
+/// A reset keeps only what leases that may still be spent reserved: 200 leased calls, then
+/// those leases over (ended, given back), then one more call, whose lease lasts: the reset
+/// keeps that lease's reserve (at most a sixteenth of the threshold), not every admission the
+/// window's leases made (a counter kept them all while any lease of its fixed window lasted:
+/// 134 left of 320 after the reset, found by the new-user pass).
+async fn a_reset_keeps_only_the_leases_that_may_still_be_spent(algorithm: Algorithm) {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-reset-live");
+    if algorithm == Algorithm::SlidingWindowCounter {
+        within_one_fixed_window(&redis).await;
+    }
+    let rate = Rate::new(320, HOUR)
+        .unwrap()
+        .with_algorithm(algorithm)
+        .leased();
+    let limiter = limiter(&redis, &prefix);
+    for _ in 0..200 {
+        assert!(limiter.check("hot", rate).await.unwrap().allowed);
+    }
+    // Every lease so far over: a lease lasts a second at most, by the server's clock.
+    let mut connection = redis.connection().await;
+    let started = server_now(&mut connection).await;
+    wait_for("the leases over", STATE_DEADLINE, async || {
+        (server_now(&mut connection).await > started + 1_100_000).then_some(())
+    })
+    .await;
+    assert!(limiter.check("hot", rate).await.unwrap().allowed);
+    limiter.reset("hot").await.expect("reset");
+    let left = limiter.peek("hot", rate).await.unwrap().remaining;
+    assert!(
+        (300..=320).contains(&left),
+        "{left} left after the reset ({algorithm:?}): at most the live lease's reserve kept"
+    );
+    redis.clean_up(&prefix).await;
+}
+
+#[tokio::test]
+async fn a_reset_keeps_only_the_leases_that_may_still_be_spent_log() {
+    a_reset_keeps_only_the_leases_that_may_still_be_spent(Algorithm::SlidingWindowLog).await;
+}
+
+#[tokio::test]
+async fn a_reset_keeps_only_the_leases_that_may_still_be_spent_counter() {
+    a_reset_keeps_only_the_leases_that_may_still_be_spent(Algorithm::SlidingWindowCounter).await;
+}
+
+/// A counter written later than the reset's now (a check at an explicit time after it, or a
+/// server clock stepped back since): the reset's mark of first writing comes after every time
+/// written, so that a refund of that check takes nothing from the reserve the reset kept (it
+/// took it, found by review). And a lease recorded in a window after the reset's (a clock
+/// stepped back across a window's edge) is kept in that window.
+#[tokio::test]
+async fn a_reset_keeps_its_reserve_from_refunds_of_later_written_checks() {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-reset-later");
+    within_one_fixed_window(&redis).await;
+    let mut connection = redis.connection().await;
+    let source = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/../ratelimit-runtime/src/store/redis/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let counter_lua = source("counter.lua");
+    let reset = redis::Script::new(&format!("{counter_lua}{}", source("reset.lua")));
+    let refund = redis::Script::new(&format!("{counter_lua}{}", source("refund.lua")));
+    let check = redis::Script::new(&format!(
+        "{counter_lua}{}",
+        source("sliding_window_counter.lua")
+    ));
+    let hour = HOUR.as_micros() as u64;
+    let counter = format!("{prefix}ctr#swc");
+    let field = hour.to_string();
+    // A check of cost 5 at an explicit time 5 ms after the server's now, then a lease.
+    let later = server_now(&mut connection).await + 5_000;
+    let _: Vec<i64> = check
+        .key(&counter)
+        .arg(hour)
+        .arg(320)
+        .arg(5)
+        .arg(later)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let granted: Vec<i64> = lease_script()
+        .key(&counter)
+        .arg(hour)
+        .arg(320)
+        .arg("Hlease")
+        .arg(8)
+        .arg(10_000_000)
+        .arg("c")
+        .arg("")
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(granted[0], 8);
+    let forgotten: Vec<i64> = reset
+        .key(&counter)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(forgotten, [1]);
+    let window = later / hour;
+    let stored: String = connection.hget(&counter, &field).await.unwrap();
+    assert!(stored.starts_with(&format!("{window} 0 7 ")), "{stored}");
+    let _: Vec<i64> = refund
+        .key(&counter)
+        .arg("Aearlier")
+        .arg(later)
+        .arg(5)
+        .arg(hour)
+        .arg(320)
+        .arg("c")
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&counter, &field).await.unwrap();
+    assert!(
+        stored.starts_with(&format!("{window} 0 7 ")),
+        "the check before the reset refunded nothing: {stored}"
+    );
+
+    // A lease recorded in the window after the server's (as lease.lua writes it there when
+    // the clock steps back across the edge): kept there.
+    let ahead = format!("{prefix}ahead#swc");
+    let now = server_now(&mut connection).await;
+    let next = now / hour + 1;
+    let () = connection
+        .hset(&ahead, &field, format!("{next} 0 4 {now} {now}"))
+        .await
+        .unwrap();
+    let () = connection
+        .hset(
+            &ahead,
+            format!("{hour}:320:Ilease"),
+            format!("{next} Ilease 3 {} 0", now + 10_000_000),
+        )
+        .await
+        .unwrap();
+    let _: Vec<i64> = reset
+        .key(&ahead)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&ahead, &field).await.unwrap();
+    assert!(stored.starts_with(&format!("{next} 0 3 ")), "{stored}");
+    redis.clean_up(&prefix).await;
+}
+
+/// A limiter's counter lease recorded by the store is its latest: a renewal its limiter no
+/// longer waited for (it outlived the timeout, and the limiter gives its grant back whole),
+/// run after the limiter's next one, does not take the record, so that a reset keeps the
+/// reserve the limiter spends.
+#[tokio::test]
+async fn a_delayed_renewal_does_not_take_its_limiters_record() {
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-record");
+    within_one_fixed_window(&redis).await;
+    let mut connection = redis.connection().await;
+    let hour = HOUR.as_micros() as u64;
+    let counter = format!("{prefix}ctr#swc");
+    // One limiter's names: its first 11 characters, then its sequence.
+    let (older, newer) = ("EabcdefghijAAAAAAAAAAB", "EabcdefghijAAAAAAAAAAC");
+    let script = lease_script();
+    let lease = |name: &'static str, wanted: u64| {
+        let mut call = script.key(&counter);
+        call.arg(hour)
+            .arg(320)
+            .arg(name)
+            .arg(wanted)
+            .arg(10_000_000)
+            .arg("c")
+            .arg("");
+        call
+    };
+    let granted: Vec<i64> = lease(newer, 8).invoke_async(&mut connection).await.unwrap();
+    assert_eq!(granted[0], 8);
+    let granted: Vec<i64> = lease(older, 4).invoke_async(&mut connection).await.unwrap();
+    assert_eq!(granted[0], 4);
+    let record: String = connection
+        .hget(&counter, format!("{hour}:320:Eabcdefghij"))
+        .await
+        .unwrap();
+    assert!(record.contains(newer), "{record}");
+    let reset = redis::Script::new(&format!(
+        "{}{}",
+        include_str!("../../../ratelimit-runtime/src/store/redis/counter.lua"),
+        include_str!("../../../ratelimit-runtime/src/store/redis/reset.lua")
+    ));
+    let _: Vec<i64> = reset
+        .key(&counter)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&counter, hour.to_string()).await.unwrap();
+    let now = server_now(&mut connection).await;
+    assert!(
+        stored.starts_with(&format!("{} 0 7 ", now / hour)),
+        "the newer lease's reserve kept: {stored}"
     );
     redis.clean_up(&prefix).await;
 }

@@ -63,35 +63,37 @@ local function counter_field(period)
   return string.format('%d', period)
 end
 
--- The counter of period at key as stored: its window's index, prev, cur and born; nil when
--- the hash holds none.
+-- The counter of period at key as stored: its window's index, prev, cur, born and latest (the
+-- latest time an admission was written into it: born for a value written without it); nil
+-- when the hash holds none.
 local function counter_read(key, period)
   local stored = redis.call('HGET', key, counter_field(period))
   if not stored then
     return nil
   end
-  local w, prev, cur, born = string.match(stored, '^(%d+) (%d+) (%d+) (%d+)$')
-  return tonumber(w), tonumber(prev), tonumber(cur), tonumber(born)
+  local w, prev, cur, born, latest = string.match(stored, '^(%d+) (%d+) (%d+) (%d+) ?(%d*)$')
+  born = tonumber(born)
+  return tonumber(w), tonumber(prev), tonumber(cur), born, tonumber(latest) or born
 end
 
 -- The counter of period at key seen at now: index, prev, cur, elapsed (µs into the window),
 -- ahead (µs from now to the window's start: 0, unless now is before the key's window, which
 -- is then seen from its start, both counts at full weight; an admission there goes to prev),
--- born (when the counter was first written; now for a new one) and first (true unless the
--- hash holds this window already: an admission then sets the TTL).
+-- born (when the counter was first written; now for a new one), first (true unless the hash
+-- holds this window already: an admission then sets the TTL) and latest (0 for a new one).
 local function counter_window(key, period, now)
   local index = window_index(now, period)
-  local kept, prev, cur, born = counter_read(key, period)
+  local kept, prev, cur, born, latest = counter_read(key, period)
   if kept == nil then
-    return index, 0, 0, now - index * period, 0, now, true
+    return index, 0, 0, now - index * period, 0, now, true, 0
   elseif kept == index then
-    return index, prev, cur, now - index * period, 0, born, false
+    return index, prev, cur, now - index * period, 0, born, false, latest
   elseif kept + 1 == index then
-    return index, cur, 0, now - index * period, 0, born, true
+    return index, cur, 0, now - index * period, 0, born, true, latest
   elseif kept > index then
-    return kept, prev, cur, 0, kept * period - now, born, false
+    return kept, prev, cur, 0, kept * period - now, born, false, latest
   end
-  return index, 0, 0, now - index * period, 0, born, true
+  return index, 0, 0, now - index * period, 0, born, true, latest
 end
 
 -- The largest cost that fits (0 when none does).
@@ -149,14 +151,15 @@ local function counter_reset(prev, cur, elapsed, ahead, period)
 end
 
 -- Keeps the counter of period at key, in which a call was admitted at now: its window's
--- index, its counts (as text through '%d', sparing Redis its '%.17g' of a Lua number) and
--- born. The hash expires when the window after this one ends (at most two periods on;
+-- index, its counts (as text through '%d', sparing Redis its '%.17g' of a Lua number), born,
+-- and the latest time written (a reset's mark of first writing comes after it, whatever the
+-- clock did). The hash expires when the window after this one ends (at most two periods on;
 -- PEXPIRE counts milliseconds on the server's clock: rounded up, plus 1 ms, at least 1 s, as
 -- the log's keys), never sooner than it would have: another period's counter may need it
 -- longer. Within one window the TTL set by its first admission still holds.
-local function counter_store(key, index, prev, cur, born, period, now, first)
+local function counter_store(key, index, prev, cur, born, period, now, first, latest)
   redis.call('HSET', key, counter_field(period),
-    string.format('%d %d %d %d', index, prev, cur, born))
+    string.format('%d %d %d %d %d', index, prev, cur, born, math.max(latest, now)))
   if first then
     local ttl = math.max(math.ceil(((index + 2) * period - now) / 1000) + 1, 1000)
     if redis.call('PTTL', key) < ttl then
@@ -165,76 +168,114 @@ local function counter_store(key, index, prev, cur, born, period, now, first)
   end
 end
 
--- The field that records what period's leases (lease.lua) reserved in one fixed window:
--- '<w> <reserved> <ends> <kept> <since>', the window's index, the admissions they reserved
--- beyond their calls (less what they gave back), when the last of them ends (µs), what the
--- last reset kept of that reserve, and the time of the first lease the record holds (the
--- leases before it, of a record a reset deleted, are not in it). A reset keeps the reserve in
--- the counter while a lease of the window lasts (reset.lua); the give-back of a lease granted
--- before it takes from what it kept only, that of a later lease its cost.
-local function lease_field(period)
-  return string.format('%d:lease', period)
+-- A limiter's current lease of period's counter of threshold (lease.lua), the field
+-- '<period>:<threshold>:<owner>' beside the counter's, owner being the first 11 characters of
+-- the lease's name (its limiter's: member.rs), its value '<w> <name> <reserved> <ends>
+-- <kept>': the fixed window's index, the lease's name, what it reserved beyond its call, when
+-- it ends (µs), and what a reset kept of it. A limiter renews a lease only once the last one
+-- was spent, ended or given back, and gives back whole a renewal it no longer waits for
+-- (check/lease.rs), so only its latest lease may still be spent: a reset keeps the reserve of
+-- each live current lease (reset.lua), its give-back takes what was kept of it, and the
+-- give-back of any other lease granted before the reset nothing.
+local function lease_field(period, threshold, name)
+  return string.format('%d:%d:', period, threshold) .. string.sub(name, 1, 11)
 end
 
--- The record of period's leases at key: its window's index, reserved, ends, kept and since;
--- nil when there is none.
-local function leases_read(key, period)
-  local stored = redis.call('HGET', key, lease_field(period))
+-- The lease recorded in field at key: its window's index, name, reserved, ends and kept; nil
+-- when there is none.
+local function lease_read(key, field)
+  local stored = redis.call('HGET', key, field)
   if not stored then
     return nil
   end
-  local w, reserved, ends, kept, since =
-    string.match(stored, '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
-  return tonumber(w), tonumber(reserved), tonumber(ends), tonumber(kept), tonumber(since)
+  local w, name, reserved, ends, kept = string.match(stored, '^(%d+) (%S+) (%d+) (%d+) (%d+)$')
+  return tonumber(w), name, tonumber(reserved), tonumber(ends), tonumber(kept)
 end
 
-local function leases_write(key, period, index, reserved, ends, kept, since)
-  redis.call('HSET', key, lease_field(period),
-    string.format('%d %d %d %d %d', index, reserved, ends, kept, since))
+local function lease_write(key, field, w, name, reserved, ends, kept)
+  redis.call('HSET', key, field, string.format('%d ', w) .. name ..
+    string.format(' %d %d %d', reserved, ends, kept))
 end
 
--- Records a lease of period's counter at key granted at now, in window index, reserving
--- `reserved` beyond its call until `ends`.
-local function leases_add(key, period, now, index, reserved, ends)
-  local w, held, last, kept, since = leases_read(key, period)
-  if w ~= index then
-    held, last, kept, since = 0, 0, 0, now
-  end
-  leases_write(key, period, index, held + reserved, math.max(last, ends), kept, since)
-end
+local ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 
--- What the give-back of cost by a lease granted at `granted` in window index takes from
--- period's counter at key, taken off the record too: its cost; for a lease granted before the
--- counter's last reset (`before_reset`), what that reset kept, at most its cost, when the
--- record held the lease's reserve then (none otherwise: it went with a reset that kept
--- nothing of its window).
-local function leases_give_back(key, period, index, cost, granted, before_reset)
-  local w, held, last, kept, since = leases_read(key, period)
-  if w ~= index or granted < since then
-    if before_reset then
-      return 0
+-- Whether the lease named a was sent after the one named b, both of one limiter (their first
+-- 11 characters alike): by the sequence the rest of a name writes, 6 bits a character
+-- (member.rs).
+local function lease_after(a, b)
+  for i = 12, 22 do
+    local x = string.find(ALPHABET, string.sub(a, i, i), 1, true) or 0
+    local y = string.find(ALPHABET, string.sub(b, i, i), 1, true) or 0
+    if x ~= y then
+      return x > y
     end
+  end
+  return false
+end
+
+-- Records the lease named name of period's counter of threshold at key, in window index,
+-- reserving `reserved` beyond its call until `ends`: its limiter's current one, unless the
+-- record holds a lease its limiter sent after it (this one, delayed, is not its current
+-- one: the limiter gives it back whole).
+local function lease_record(key, period, threshold, name, index, reserved, ends)
+  local field = lease_field(period, threshold, name)
+  local _, current = lease_read(key, field)
+  if current and #current == 22 and #name == 22 and lease_after(current, name) then
+    return
+  end
+  lease_write(key, field, index, name, reserved, ends, 0)
+end
+
+-- Drops the records of period's leases at key of a window before index (their limiters gone:
+-- a live limiter's next lease replaces its own).
+local function lease_sweep(key, period, index)
+  local fields = redis.call('HGETALL', key)
+  local prefix = string.format('%d:', period)
+  local gone = {}
+  for i = 1, #fields, 2 do
+    local field = fields[i]
+    if string.sub(field, 1, #prefix) == prefix then
+      local w = tonumber(string.match(fields[i + 1], '^(%d+) '))
+      if w == nil or w < index then
+        gone[#gone + 1] = field
+      end
+    end
+  end
+  if #gone > 0 then
+    redis.call('HDEL', key, unpack(gone))
+  end
+end
+
+-- What the give-back of cost by the lease named name of period's counter of threshold at key
+-- takes from the counter: its cost; for a lease granted before the counter's last reset
+-- (`before_reset`), what that reset kept of it, at most its cost (none when it was not its
+-- limiter's current lease then, or not live: its reserve went with the reset). The lease,
+-- given back, is over: its record goes.
+local function lease_give_back(key, period, threshold, name, cost, before_reset)
+  local field = lease_field(period, threshold, name)
+  local _, current, _, _, kept = lease_read(key, field)
+  local own = current == name
+  if own then
+    redis.call('HDEL', key, field)
+  end
+  if not before_reset then
     return cost
+  elseif own then
+    return math.min(cost, kept)
   end
-  local taken = cost
-  if before_reset then
-    taken = math.min(cost, kept)
-    kept = kept - taken
-  end
-  leases_write(key, period, w, math.max(held - taken, 0), last, kept, since)
-  return taken
+  return 0
 end
 
 -- Admits a call of cost (above 0) at now into the counter of period at key, seen as
 -- counter_window saw it: into cur, or into prev for a time before the key's window; keeps
 -- it, and returns the counts with the call.
-local function counter_admit(key, period, now, cost, index, prev, cur, ahead, born, first)
+local function counter_admit(key, period, now, cost, index, prev, cur, ahead, born, first, latest)
   if ahead > 0 then
     prev = prev + cost
   else
     cur = cur + cost
   end
-  counter_store(key, index, prev, cur, born, period, now, first)
+  counter_store(key, index, prev, cur, born, period, now, first, latest)
   return prev, cur
 end
 

@@ -31,11 +31,11 @@
 --   threshold of uses, whenever within the lease they came;
 -- - a counter adds the whole lease to the current fixed window's count at once, and the lease
 --   ends no later than that window does: every use is counted in the window it falls in, and
---   by every check made after the reservation. Its reserve is also added to the window's
---   lease record (counter.lua's lease_field), which a reset keeps while a lease lasts.
+--   by every check made after the reservation. The lease is also recorded as its limiter's
+--   current one (counter.lua's lease_field), whose reserve a reset keeps while it lasts.
 -- - a reset (reset.lua) keeps a log's reserve members while they are scored after its now,
---   and a counter's recorded reserve while a lease of the window lasts: what a process may
---   still spend stays counted.
+--   and the reserve of each limiter's current counter lease while it lasts: what a process
+--   may still spend stays counted.
 -- Leases use the server's clock only: there is no explicit time.
 --
 -- A lease resent after a lost connection (marked; its log's member .0 recorded already) was
@@ -62,7 +62,7 @@ local score = time[1] .. string.sub('00000', #micros) .. micros
 local now = tonumber(time[1]) * 1000000 + tonumber(micros)
 
 if ARGV[6] == 'c' then
-  local index, prev, cur, elapsed, ahead, born, first = counter_window(key, period, now)
+  local index, prev, cur, elapsed, ahead, born, first, latest = counter_window(key, period, now)
   local left = counter_remaining(prev, cur, elapsed, threshold, period)
   local count = threshold - left
   if left < 1 then
@@ -76,12 +76,16 @@ if ARGV[6] == 'c' then
   if ahead > 0 or lasts < 1 then
     granted, lasts = 1, 0
   end
-  prev, cur = counter_admit(key, period, now, granted, index, prev, cur, ahead, born, first)
+  prev, cur =
+    counter_admit(key, period, now, granted, index, prev, cur, ahead, born, first, latest)
+  if first then
+    lease_sweep(key, period, index)
+  end
   if granted == 1 then
     lasts = 0
   else
     -- What a reset keeps while the lease lasts.
-    leases_add(key, period, now, index, granted - 1, now + lasts)
+    lease_record(key, period, threshold, base, index, granted - 1, now + lasts)
   end
   return {granted, now, count + granted, 0, counter_reset(prev, cur, elapsed, ahead, period), lasts}
 end

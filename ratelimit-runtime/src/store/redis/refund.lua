@@ -15,8 +15,8 @@
 --              that window is its current or previous one; an older one no longer counts, and
 --              nothing is taken; nor from a counter first written after the check's time (the
 --              key was reset since: the call is not in it), but for a give-back, which takes
---              what that reset kept of its window's lease record (counter.lua), at most its
---              cost, and takes what it takes off that record.
+--              what that reset kept of its lease (counter.lua's lease_field), at most its
+--              cost.
 --
 -- Returns, for each limit: {count (its admissions once refunded: the window's, as of the
 -- check; a counter's estimate, T - remaining), reset_after (µs from the check's time until
@@ -38,13 +38,13 @@ for i = 1, n do
   local kind = string.sub(kinds, i, i)
   if kind == 'c' or kind == 'g' then
     local threshold = tonumber(ARGV[3 * i + 2])
-    local kept, prev, cur, born = counter_read(key, period)
+    local kept, prev, cur, born, latest = counter_read(key, period)
     local index = window_index(now, period)
     -- A counter first written after the check (its key reset since) never held the call; a
-    -- reset kept what leases of its window reserved, which their give-backs take.
+    -- reset kept what live leases reserved, which their give-backs take.
     local taken = 0
     if kept ~= nil and kind == 'g' then
-      taken = leases_give_back(key, period, index, cost, now, born > now)
+      taken = lease_give_back(key, period, threshold, base, cost, born > now)
     elseif kept ~= nil and born <= now then
       taken = cost
     end
@@ -52,10 +52,10 @@ for i = 1, n do
       local text = string.format
       if index == kept then
         redis.call('HSET', key, counter_field(period),
-          text('%d %d %d %d', kept, prev, math.max(cur - taken, 0), born))
+          text('%d %d %d %d %d', kept, prev, math.max(cur - taken, 0), born, latest))
       elseif index + 1 == kept then
         redis.call('HSET', key, counter_field(period),
-          text('%d %d %d %d', kept, math.max(prev - taken, 0), cur, born))
+          text('%d %d %d %d %d', kept, math.max(prev - taken, 0), cur, born, latest))
       end
     end
     local _, prev, cur, elapsed, ahead = counter_window(key, period, now)

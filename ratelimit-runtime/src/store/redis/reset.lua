@@ -9,14 +9,15 @@
 -- A log loses every member scored up to now (the admissions, a lease's call at hand, the
 -- reserves of leases that ended), and every later member but the reserves of live leases:
 -- members after now are admissions at explicit times, or a lease's reserve (its name's first
--- character one of E to H, its index not 0: member.rs), recorded at the lease's end. A
--- counter's hash keeps, of each period's counter, the reserve its current fixed window's lease
--- record holds while a lease of that window lasts (counter.lua's lease_field): the counter
--- starts afresh from it, first written now, so that a refund of a check made before the reset
--- takes nothing from it (the give-back of a lease granted before it, at most what it kept:
--- refund.lua); everything else goes. What is
--- kept keeps its TTL; a key left with nothing is deleted. Resent after a lost connection it
--- forgets what came since, as a second reset would.
+-- character one of E to H, its index not 0: member.rs), recorded at the lease's end, spent or
+-- not. A counter's hash keeps, of each period's counter, the reserve of each limiter's current
+-- lease (counter.lua's lease_field) that lasts past now, marked as what the reset kept of it:
+-- the counter starts afresh from their sum, in the window they were granted in, first written
+-- after every time written into it before (so that a refund of a check made before the reset
+-- takes nothing from it, whatever the clock did; the give-back of a kept lease takes what was
+-- kept of it: refund.lua); everything else goes. What is kept keeps its TTL; a key left with
+-- nothing is deleted. Resent after a lost connection it forgets what came since, as a second
+-- reset would.
 --
 -- counter.lua, which script.rs puts before this script, holds a counter's arithmetic.
 
@@ -50,21 +51,38 @@ local function forget_log(key)
 end
 
 local function forget_counters(key)
-  local fields = redis.call('HKEYS', key)
+  local all = redis.call('HGETALL', key)
+  local values = {}
+  local fields = {}
+  for i = 1, #all, 2 do
+    fields[#fields + 1] = all[i]
+    values[all[i]] = all[i + 1]
+  end
+  -- Each period's live current leases: reserve kept, per counter field.
+  local reserve = {}
   local kept = {}
   for _, field in ipairs(fields) do
-    if string.match(field, '^%d+$') then
-      local period = tonumber(field)
-      local index = window_index(now, period)
-      local w, reserved, ends, _, since = leases_read(key, period)
-      if w == index and reserved > 0 and ends > now then
-        redis.call('HSET', key, field, string.format('%d 0 %d %d', index, reserved, now))
-        -- What the leases granted before now may take back.
-        leases_write(key, period, index, reserved, ends, reserved, since)
+    local period = string.match(field, '^(%d+):%d+:')
+    if period then
+      local w, name, reserved, ends = string.match(values[field], '^(%d+) (%S+) (%d+) (%d+) ')
+      w, reserved, ends = tonumber(w), tonumber(reserved), tonumber(ends)
+      local counter = values[period]
+      local cw = counter and tonumber(string.match(counter, '^(%d+) '))
+      -- Live, and of the counter's window (its current one, or a later one that a server
+      -- clock stepped back sees ahead).
+      if reserved > 0 and ends > now and cw == w and w >= window_index(now, tonumber(period)) then
+        reserve[period] = (reserve[period] or 0) + reserved
+        redis.call('HSET', key, field, string.format('%d ', w) .. name ..
+          string.format(' %d %d %d', reserved, ends, reserved))
         kept[field] = true
-        kept[lease_field(period)] = true
       end
     end
+  end
+  for period, total in pairs(reserve) do
+    local w, _, _, _, latest = counter_read(key, tonumber(period))
+    local born = math.max(now, latest + 1)
+    redis.call('HSET', key, period, string.format('%d 0 %d %d %d', w, total, born, born))
+    kept[period] = true
   end
   local gone = {}
   for _, field in ipairs(fields) do

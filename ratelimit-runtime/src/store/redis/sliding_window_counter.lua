@@ -30,12 +30,13 @@ if now == nil then
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 
-local index, prev, cur, elapsed, ahead, born, first = counter_window(key, period, now)
+local index, prev, cur, elapsed, ahead, born, first, latest = counter_window(key, period, now)
 local left = counter_remaining(prev, cur, elapsed, threshold, period)
 local count = threshold - left
 if cost <= left then
   if cost > 0 then
-    prev, cur = counter_admit(key, period, now, cost, index, prev, cur, ahead, born, first)
+    prev, cur =
+      counter_admit(key, period, now, cost, index, prev, cur, ahead, born, first, latest)
   end
   return {1, now, count, 0, counter_reset(prev, cur, elapsed, ahead, period)}
 end

@@ -64,7 +64,7 @@ local kinds = ARGV[3 * n + 4] or ''
 local function is_counter(i)
   return string.sub(kinds, i, i) == 'c'
 end
--- Each counter's window: {index, prev, cur, elapsed, ahead, born, first}.
+-- Each counter's window: {index, prev, cur, elapsed, ahead, born, first, latest}.
 local windows = {}
 
 -- A resend whose first send ran recorded the call in every limit (one script records in all
@@ -133,8 +133,8 @@ for i = 1, n do
   local threshold = tonumber(ARGV[3 * i + 2])
   if is_counter(i) then
     local period = tonumber(ARGV[3 * i + 1])
-    local index, prev, cur, elapsed, ahead, born, first = counter_window(key, period, now)
-    windows[i] = {index, prev, cur, elapsed, ahead, born, first}
+    local index, prev, cur, elapsed, ahead, born, first, latest = counter_window(key, period, now)
+    windows[i] = {index, prev, cur, elapsed, ahead, born, first, latest}
     local left = counter_remaining(prev, cur, elapsed, threshold, period)
     counts[i] = threshold - left
     if cost > left then
@@ -236,14 +236,14 @@ if fits then
     if is_counter(i) then
       local cost = tonumber(ARGV[3 * i + 3])
       local period = tonumber(ARGV[3 * i + 1])
-      local index, prev, cur, elapsed, ahead, born, first = unpack(windows[i])
+      local index, prev, cur, elapsed, ahead, born, first, latest = unpack(windows[i])
       if resent then
         -- Counted by the first send.
         reply[3 * i] = math.max(counts[i] - cost, 0)
       else
         if cost > 0 then
           prev, cur =
-            counter_admit(KEYS[i], period, now, cost, index, prev, cur, ahead, born, first)
+            counter_admit(KEYS[i], period, now, cost, index, prev, cur, ahead, born, first, latest)
         end
         reply[3 * i] = counts[i]
       end
