@@ -118,11 +118,11 @@ use proc_macro::TokenStream;
 /// Optional: `lease = true` checks the limit through quota leases on a Redis store: each
 /// process reserves admissions of the key in one round trip and spends them without one,
 /// never admitting more than the threshold in any window (`Rate::leased`; the guide's
-/// `leases` page tells when it pays and what it trades). It serves one attribute's limit
-/// checked at cost 1 (with `decision` or `label` too); stacked, at another cost, with `count` or
-/// `shadow`, and in process, the limit is checked as without it. Below a threshold of 32 a
-/// lease could hold no reserve: `lease = true` there is an error. Not with [`rate`](#rate):
-/// lease the `Rate` (`rate = plan.rate().leased()`).
+/// `leases` page tells when it pays, what it trades, and which checks go through a lease: one
+/// attribute's limit at cost 1, not stacked, nor with `count` or `shadow`; the others, and
+/// every check in process, are checked as without it). Below a threshold of 32 a lease could
+/// hold no reserve: `lease = true` there is an error. Not with [`rate`](#rate): lease the
+/// `Rate` (`rate = plan.rate().leased()`).
 ///
 /// # `key`
 ///

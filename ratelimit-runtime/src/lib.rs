@@ -42,7 +42,8 @@
 //! # Where to go next
 //!
 //! - The [`guide`]: the attribute in use, the two algorithms, several limits, outcomes and
-//!   waiting, the key layout, Redis, production, testing, HTTP services and recipes.
+//!   waiting, the key layout, Redis, quota leases, production, testing, HTTP services and
+//!   recipes.
 //! - [`rate_limit`]: the attribute and each of its arguments.
 //! - [`Limiter`]: the checks by hand and the exact semantics; [`LimiterBuilder`]: Redis, a
 //!   Redis Cluster or Sentinel, the failure policy, timeouts and the deny cache; [`global`]:

@@ -332,10 +332,12 @@ impl Limiter {
     /// [`FailurePolicy::Local`], so that the key's next call starts a fresh window (a support
     /// desk unblocking a customer). A call in flight may still record after it.
     ///
-    /// In Redis it forgets what was admitted up to the server's now and keeps what live
-    /// [quota leases](crate::guide::leases) of any process reserved, which their holders still
-    /// spend: the window then admits its threshold, reserves included, and never more (a
-    /// reset that deleted the reserves let their holders spend them beside a full window).
+    /// In Redis it forgets what was admitted up to the server's now and keeps the reserves of
+    /// the [quota leases](crate::guide::leases#how-it-stays-exact) of any process that may
+    /// still be spent, which their holders go on spending: the window then admits its
+    /// threshold, reserves included, and never more (a reset that deleted the reserves let
+    /// their holders spend them beside a full window). What it keeps, and how long it stays
+    /// counted, the leases guide says.
     ///
     /// The attribute's keys are laid out in [`guide::keys`](crate::guide::keys) (to forget all
     /// of a caller's, [`reset_scope`](Limiter::reset_scope)); a key given to

@@ -165,8 +165,8 @@ impl Rate {
     /// The same rate checked through quota leases on a remote store: a process reserves
     /// admissions of the key in one round trip and spends them without one, never admitting
     /// more than the threshold in any window. The [lease guide](crate::guide::leases) tells
-    /// when it pays and what it trades. In process, and for checks at explicit times, of
-    /// other costs or of several limits, nothing changes. Usable in a `const` item.
+    /// when it pays, what it trades, and which checks go through a lease (the others, and
+    /// every check in process, are checked as without it). Usable in a `const` item.
     ///
     /// ```
     /// use std::time::Duration;

@@ -38,14 +38,11 @@ const DEFAULT_SCOPE: &str = "layer";
 /// - No key in the request: the [`on_missing_key`](RateLimitLayer::on_missing_key) response,
 ///   by default `400 Bad Request` with a problem+json body.
 ///
-/// A request's keys, after the limiter's key prefix: on the default scope, `layer`, one per
-/// rate, `{layer/E(key)}@<threshold>/<window>` (`{layer/alice}@100/1s`; `-2` after a rate
-/// given twice); on a scope set by [`scope`](RateLimitLayer::scope), `E(scope)/E(key)`, and
-/// with several rates ([`and_rate`](RateLimitLayer::and_rate)) `{E(scope)/E(key)}@E(window)`
-/// per rate, which name no rate (which layers share a log: the guide's `http` page). `E`
-/// escapes `\`, `/`, `@`, `#`, `{` and `}` with a backslash (a brace as `\(`, `\)`), as the
-/// attribute does: no key a client sends reaches another scope's log (see the guide's `keys`
-/// page, whose table lists the layer's forms).
+/// On the default scope, `layer`, each rate keeps its own log per key, so that two layers of
+/// different rates never meet; on a scope set by [`scope`](RateLimitLayer::scope), the keys
+/// leave the threshold out, and layers of one scope share a key's logs (the guide's `http`
+/// page says which layers share; its `keys` page lists the forms). No key a client sends
+/// reaches another scope's log: every part of a key is escaped, as the attribute's are.
 ///
 /// ```no_run
 /// use std::net::SocketAddr;
@@ -143,7 +140,9 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     }
 
     /// The scope of the layer's keys (default `layer`), which a denial's message (sent as its
-    /// `detail`) names: the keys no longer name their rates (see [`RateLimitLayer`]).
+    /// `detail`) names. On a scope set here the keys leave the threshold out: the layers of
+    /// one scope share a key's logs whatever their rates, so give a layer of another rate a
+    /// scope of its own (see [`RateLimitLayer`]).
     #[must_use]
     pub fn scope(self, scope: impl Into<Cow<'static, str>>) -> Self {
         self.map_config(|config| {
