@@ -1122,6 +1122,46 @@ async fn a_reset_keeps_its_reserve_from_refunds_of_later_written_checks() {
         "the check before the reset refunded nothing: {stored}"
     );
 
+    // Without a lease: a check at a time later than the reset's, the reset, a check at an
+    // earlier time (out of order), then the first one's refund, which takes nothing from the
+    // second's admission (it took it, found by review).
+    let plain = format!("{prefix}plain#swc");
+    let check_at = |at: u64| {
+        let mut call = check.key(&plain);
+        call.arg(hour).arg(320).arg(5).arg(at);
+        call
+    };
+    let now = server_now(&mut connection).await;
+    let _: Vec<i64> = check_at(now + 10_000)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let _: Vec<i64> = reset
+        .key(&plain)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let _: Vec<i64> = check_at(now + 5_000)
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let _: Vec<i64> = refund
+        .key(&plain)
+        .arg("Afirst")
+        .arg(now + 10_000)
+        .arg(5)
+        .arg(hour)
+        .arg(320)
+        .arg("c")
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let stored: String = connection.hget(&plain, &field).await.unwrap();
+    assert!(
+        stored.starts_with(&format!("{} 0 5 ", now / hour)),
+        "the later check's admission stays: {stored}"
+    );
+
     // A lease recorded in the window after the server's (as lease.lua writes it there when
     // the clock steps back across the edge): kept there.
     let ahead = format!("{prefix}ahead#swc");

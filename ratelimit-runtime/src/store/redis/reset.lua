@@ -15,8 +15,9 @@
 -- the counter starts afresh from their sum, in the window they were granted in, first written
 -- after every time written into it before (so that a refund of a check made before the reset
 -- takes nothing from it, whatever the clock did; the give-back of a kept lease takes what was
--- kept of it: refund.lua); everything else goes. What is kept keeps its TTL; a key left with
--- nothing is deleted. Resent after a lost connection it forgets what came since, as a second
+-- kept of it: refund.lua); a counter written at times later than now keeps an empty field
+-- so marked; everything else goes. What is kept keeps its TTL; a key left with nothing is
+-- deleted. Resent after a lost connection it forgets what came since, as a second
 -- reset would.
 --
 -- counter.lua, which script.rs puts before this script, holds a counter's arithmetic.
@@ -83,6 +84,17 @@ local function forget_counters(key)
     local born = math.max(now, latest + 1)
     redis.call('HSET', key, period, string.format('%d 0 %d %d %d', w, total, born, born))
     kept[period] = true
+  end
+  -- A counter written later than now (explicit times) keeps an empty field marked after
+  -- that: a refund of a check made before the reset must take nothing from what comes after.
+  for _, field in ipairs(fields) do
+    if not kept[field] and string.match(field, '^%d+$') then
+      local w, _, _, _, latest = counter_read(key, tonumber(field))
+      if latest > now then
+        redis.call('HSET', key, field, string.format('%d 0 0 %d %d', w, latest + 1, latest + 1))
+        kept[field] = true
+      end
+    end
   end
   local gone = {}
   for _, field in ipairs(fields) do
