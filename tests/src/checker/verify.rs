@@ -259,7 +259,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
     // Per (counter hash, field): the last value a script wrote, `(window, prev, cur)` (a
     // lease's grant is its `cur` less the one before).
     let mut written: HashMap<(String, String), (u64, u64, u64)> = HashMap::new();
-    for run in &runs {
+    for (at, run) in runs.iter().enumerate() {
         while wipes.peek().is_some_and(|&wipe| wipe <= run.micros) {
             wipes.next();
             for log in logs.values_mut() {
@@ -643,9 +643,11 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                     };
                                     verdict.violation(format!(
                                         "refund: a counter refund took {} from {hot} (period {} s, \
-                                         window {refunded_window}), but {why}",
+                                         window {refunded_window}), but {why}; the key's last \
+                                         runs:{}",
                                         limit.cost,
-                                        limit.period / 1_000_000
+                                        limit.period / 1_000_000,
+                                        history(&runs[..=at], key, inputs)
                                     ));
                                 }
                             }
@@ -679,7 +681,8 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
 /// kept, which starts the new epoch: a log's members left after its removals (live leases'
 /// reserves), counted again at their scores; a counter's fields it wrote afresh (a window's
 /// kept reserve), with the leases it kept (their records it marked), whose give-backs take at
-/// most what it kept of each.
+/// most what it kept of each. A key it wrote nothing to was not there, or the script failed at
+/// its first write (`READONLY` on a demoted master, `OOM`): nothing was forgotten.
 fn reset(
     run: &Run,
     inputs: &Inputs<'_>,
@@ -688,7 +691,21 @@ fn reset(
     written: &mut HashMap<(String, String), (u64, u64, u64)>,
     resets: &mut HashMap<String, Vec<u64>>,
 ) {
-    for key in &run.keys {
+    let forgotten: Vec<&String> = run
+        .keys
+        .iter()
+        .filter(|key| {
+            run.effects.iter().any(|effect| {
+                let command = effect[0].to_ascii_uppercase();
+                let read = matches!(
+                    command.as_str(),
+                    "TYPE" | "HGET" | "HGETALL" | "ZRANGEBYSCORE" | "PTTL"
+                );
+                !read && effect[1..].contains(key)
+            })
+        })
+        .collect();
+    for &key in &forgotten {
         resets
             .entry(hot_key(key, inputs.prefix))
             .or_default()
@@ -762,7 +779,7 @@ fn reset(
             _ => {}
         }
     }
-    for key in &run.keys {
+    for key in forgotten {
         if let Some(log) = logs.get_mut(key) {
             log.epoch += 1;
             let epoch = log.epoch;
@@ -813,6 +830,39 @@ fn reset(
             }
         }
     }
+}
+
+/// The last runs of scripts on `key` in `runs`, a line each: when (run time), on which node,
+/// the script, its arguments, and what it wrote to `key`.
+fn history(runs: &[Run], key: &str, inputs: &Inputs<'_>) -> String {
+    let touching: Vec<&Run> = runs
+        .iter()
+        .rev()
+        .filter(|run| run.keys.iter().any(|k| k == key))
+        .take(16)
+        .collect();
+    let mut lines = String::new();
+    for run in touching.into_iter().rev() {
+        let effects: Vec<String> = run
+            .effects
+            .iter()
+            .filter(|effect| effect.get(1).is_some_and(|k| k == key))
+            .map(|effect| {
+                let mut shown = effect.clone();
+                shown.remove(1);
+                shown.join(" ")
+            })
+            .collect();
+        lines.push_str(&format!(
+            "\n        {:.6} s node {} {:?} argv [{}]: {}",
+            run.micros.saturating_sub(inputs.epoch_micros) as f64 / 1e6,
+            run.node,
+            run.script,
+            run.argv.join(" "),
+            effects.join("; ")
+        ));
+    }
+    lines
 }
 
 /// The hot key of a Redis key (the prefix and a counter's suffix taken off).
@@ -1042,5 +1092,125 @@ fn accounting(
                 inputs.records.len()
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "p:chk/alice#swc";
+    const LEASE: &str = "GCSUScWAyYYwAAAAAAAAMD";
+    const RECORD: &str = "2000000:40:GCSUScWAyYY";
+
+    /// A script's call line, then its commands, as a node's tap reads them.
+    fn run(micros: u64, script: Script, argv: &[&str], effects: &[&[&str]]) -> Vec<Line> {
+        let sha = known_scripts()
+            .into_iter()
+            .find(|&(_, known)| known == script)
+            .expect("a known script")
+            .0;
+        let call = ["EVALSHA", sha.as_str(), "1", KEY]
+            .into_iter()
+            .chain(argv.iter().copied());
+        let mut lines = vec![Line {
+            micros,
+            lua: false,
+            port: Some(40_000),
+            args: call.map(str::to_owned).collect(),
+        }];
+        for effect in effects {
+            let (command, rest) = effect.split_first().expect("a command");
+            lines.push(Line {
+                micros,
+                lua: true,
+                port: None,
+                args: [*command, KEY]
+                    .into_iter()
+                    .chain(rest.iter().copied())
+                    .map(str::to_owned)
+                    .collect(),
+            });
+        }
+        lines
+    }
+
+    /// In the fixed window 5 of a 2 s counter (10 s to 12 s after the epoch): a lease granted,
+    /// a reset that keeps its reserve, a second reset on another node, and the
+    /// lease's give-back taking what the first kept: the verdict's violations.
+    fn give_back_after_resets(second: &[&[&str]]) -> Vec<String> {
+        let first_node = [
+            run(
+                10_000_100,
+                Script::Lease,
+                &["2000000", "40", LEASE, "2", "125000", "c"],
+                &[
+                    &["HGET", "2000000"],
+                    &["HSET", "2000000", "5 0 2 10000050 10000100"],
+                    &["HSET", RECORD, &format!("5 {LEASE} 1 10125100 0")],
+                ],
+            ),
+            run(
+                10_000_200,
+                Script::Reset,
+                &[],
+                &[
+                    &["TYPE"],
+                    &["HGETALL"],
+                    &["HSET", RECORD, &format!("5 {LEASE} 1 10125100 1")],
+                    &["HGET", "2000000"],
+                    &["HSET", "2000000", "5 0 1 10000201 10000201"],
+                ],
+            ),
+            run(
+                10_000_300,
+                Script::Refund,
+                &[LEASE, "10000100", "1", "2000000", "40", "g"],
+                &[
+                    &["HGET", "2000000"],
+                    &["HGET", RECORD],
+                    &["HDEL", RECORD],
+                    &["HSET", "2000000", "5 0 0 10000201 10000201"],
+                    &["HGET", "2000000"],
+                ],
+            ),
+        ]
+        .concat();
+        let inputs = Inputs {
+            taps: vec![
+                (0, run(10_000_210, Script::Reset, &[], second)),
+                (1, first_node),
+            ],
+            wipes: Vec::new(),
+            epoch_micros: 10_000_000,
+            records: &[],
+            subjects: &[],
+            policies: &[],
+            servers: &[],
+            prefix: "p:",
+        };
+        judge(&inputs).violations
+    }
+
+    /// A reset that failed at its first write (`READONLY` on the master a failover demoted:
+    /// the checker's Sentinel runs found it) forgot nothing: the give-back of what an earlier
+    /// reset kept takes it.
+    #[test]
+    fn a_reset_that_wrote_nothing_forgot_nothing() {
+        assert_eq!(
+            give_back_after_resets(&[&["TYPE"], &["HGETALL"]]),
+            Vec::<String>::new()
+        );
+    }
+
+    /// A reset that deleted the counter, its lease's record with it: a give-back after it that
+    /// takes from the counter is a violation.
+    #[test]
+    fn a_give_back_after_a_reset_that_kept_nothing_takes_nothing() {
+        let violations = give_back_after_resets(&[&["TYPE"], &["HGETALL"], &["DEL"]]);
+        assert!(
+            violations.len() == 1 && violations[0].contains("the counter was reset since"),
+            "{violations:#?}"
+        );
     }
 }
