@@ -20,14 +20,16 @@ pub enum RateLimitError {
     /// The call was denied: the key already had `threshold` admissions in the window.
     #[error(transparent)]
     Denied(Box<Denied>),
-    /// The store could not answer (Redis down, slow, misconfigured) and the limiter's
+    /// The store could not answer (Redis down, slow, full) and the limiter's
     /// [`FailurePolicy`](crate::FailurePolicy) is `Closed`.
     #[error(transparent)]
-    Unavailable(#[from] StoreError),
+    Unavailable(StoreError),
     /// The input cannot be checked: a rate out of range, or a time before 1970 or after 2155.
     #[error("invalid rate limit input: {0}")]
     InvalidInput(Cow<'static, str>),
-    /// The limiter's configuration is unusable, for example a malformed Redis URL.
+    /// The limiter's configuration is unusable, for example a malformed Redis URL in the
+    /// environment of the process-wide default limiter ([`global`](crate::global)): every
+    /// check answers this, whatever the failure policy, until the process is reconfigured.
     #[error("invalid rate limiter configuration: {0}")]
     InvalidConfig(Cow<'static, str>),
     /// The call costs more than any window of its limit can ever admit: `cost` above `max`,
@@ -80,6 +82,18 @@ impl RateLimitError {
     pub fn retry_after(&self) -> Option<Duration> {
         self.as_denied()
             .and_then(|denied| denied.decision.retry_after)
+    }
+}
+
+/// A store's failure as a check's error: [`RateLimitError::Unavailable`], but for a store
+/// configured with an unusable setting, [`RateLimitError::InvalidConfig`] (not an outage: no
+/// failure policy answers for it).
+impl From<StoreError> for RateLimitError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Misconfigured(reason) => RateLimitError::InvalidConfig(reason),
+            error => RateLimitError::Unavailable(error),
+        }
     }
 }
 
@@ -328,7 +342,8 @@ pub enum StoreError {
         wanted: u32,
     },
     /// The store was configured with an unusable setting (for example a malformed URL in
-    /// `RATELIMIT_REDIS_URL`), so every check fails until the process is reconfigured.
+    /// `RATELIMIT_REDIS_URL`), so every check fails until the process is reconfigured: a
+    /// check answers [`RateLimitError::InvalidConfig`], whatever the failure policy.
     #[error("rate limit store is misconfigured: {0}")]
     Misconfigured(Cow<'static, str>),
 }

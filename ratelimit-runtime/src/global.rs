@@ -32,16 +32,19 @@ pub fn set_global(limiter: Limiter) -> Result<(), Limiter> {
 /// - else (none set, or all empty): in process.
 ///
 /// No connection is made here (the first check connects, on its own runtime). A malformed
-/// setting is logged once at error level (naming the variable, never its value), and every
-/// check is then answered by the failure policy ([`FailurePolicy::Local`]).
+/// setting (a typo, a feature not compiled in) is a mistake to fix, not an outage to ride
+/// out: it is logged once at error level, and every check of the default limiter then
+/// returns [`RateLimitError::InvalidConfig`], whatever the failure policy; both name the
+/// variable, never its value (a URL may hold a password). Redis that is down or slow is
+/// answered by the failure policy ([`FailurePolicy::Local`]) as for any limiter.
 pub fn global() -> &'static Limiter {
-    GLOBAL.get_or_init(from_env)
+    GLOBAL.get_or_init(|| from_settings(|name| std::env::var(name).ok()))
 }
 
-fn from_env() -> Limiter {
+/// The default limiter of the settings `lookup` finds by variable name.
+fn from_settings(lookup: impl Fn(&'static str) -> Option<String>) -> Limiter {
     let setting = |name: &'static str| {
-        std::env::var(name)
-            .ok()
+        lookup(name)
             .filter(|value| !value.trim().is_empty())
             .map(|value| (name, value))
     };
@@ -61,7 +64,8 @@ fn from_env() -> Limiter {
             tracing::error!(
                 %error,
                 variable,
-                "the default rate limiter cannot use Redis; checks fall back on the failure policy"
+                "the default rate limiter cannot use Redis; every check answers InvalidConfig \
+                 until the setting is fixed"
             );
             // The reason says why (a malformed URL, a feature not compiled in), never the
             // setting's value: build errors quote no URL.
@@ -100,6 +104,46 @@ fn cluster(_: LimiterBuilder, _: &str) -> Result<Limiter, RateLimitError> {
 
 #[cfg(test)]
 mod tests {
+    use super::from_settings;
+    use crate::{Rate, RateLimitError};
+
+    /// A malformed setting of each variable: every check of the default limiter answers
+    /// `InvalidConfig` naming the variable and never its value, whatever the failure policy
+    /// (the real environment's path: `tests/tests/global_env_malformed.rs`).
+    #[tokio::test]
+    async fn a_malformed_setting_makes_every_check_a_configuration_error() {
+        let secret = "redis://:hunter2@[::1:6379/";
+        for variable in [
+            "RATELIMIT_REDIS_CLUSTER",
+            "RATELIMIT_REDIS_URL",
+            "REDIS_URL",
+        ] {
+            let limiter = from_settings(|name| (name == variable).then(|| secret.to_owned()));
+            let rate = Rate::new(5, std::time::Duration::from_secs(1)).unwrap();
+            for _ in 0..3 {
+                let error = limiter.check("k", rate).await.unwrap_err();
+                let RateLimitError::InvalidConfig(reason) = &error else {
+                    panic!("{variable}: {error:?}");
+                };
+                assert!(reason.starts_with(variable), "{variable}: {reason}");
+                assert!(
+                    !format!("{error} {error:?}").contains("hunter2"),
+                    "{error:?}"
+                );
+            }
+            let error = limiter.peek("k", rate).await.unwrap_err();
+            assert!(
+                matches!(error, RateLimitError::InvalidConfig(_)),
+                "{error:?}"
+            );
+            let error = limiter.reset("k").await.unwrap_err();
+            assert!(
+                matches!(error, RateLimitError::InvalidConfig(_)),
+                "{error:?}"
+            );
+        }
+    }
+
     /// Without the `cluster` feature a cluster setting is a configuration error that names it
     /// (the process-wide default then answers by its failure policy).
     #[cfg(not(feature = "cluster"))]

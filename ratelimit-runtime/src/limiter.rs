@@ -118,8 +118,9 @@ impl Limiter {
         &self.shared
     }
 
-    /// A limiter whose every check fails with `reason` and is answered by `policy`: what the
-    /// process-wide default becomes when its environment holds a malformed URL.
+    /// A limiter whose every check fails with `reason`, as [`RateLimitError::InvalidConfig`]
+    /// whatever its `policy`: what the process-wide default becomes when its environment
+    /// holds a malformed URL.
     pub(crate) fn misconfigured(reason: Cow<'static, str>, policy: FailurePolicy) -> Limiter {
         Limiter::from_store(Store::Misconfigured(reason), policy)
     }
@@ -175,8 +176,10 @@ impl Limiter {
     ///
     /// # Errors
     ///
-    /// A denial is `Ok` with `allowed == false`. `Err` only when the store failed and the
-    /// policy is [`FailurePolicy::Closed`]: [`RateLimitError::Unavailable`].
+    /// A denial is `Ok` with `allowed == false`. `Err` when the store failed and the
+    /// policy is [`FailurePolicy::Closed`]: [`RateLimitError::Unavailable`]; and whatever the
+    /// policy for the default limiter ([`global`](crate::global)) given a malformed setting:
+    /// [`RateLimitError::InvalidConfig`].
     pub fn check<'a>(
         &'a self,
         key: &'a str,
@@ -492,7 +495,7 @@ impl Limiter {
         self.shared
             .refund_records(limits, records, refunded)
             .await
-            .map_err(RateLimitError::Unavailable)
+            .map_err(RateLimitError::from)
     }
 
     /// `true` when the limiter is in shadow mode (see

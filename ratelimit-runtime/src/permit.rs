@@ -94,7 +94,7 @@ impl Permit {
             .shared
             .refund_records(&[limit], refund.records, |_| true)
             .await
-            .map_err(RateLimitError::Unavailable)
+            .map_err(RateLimitError::from)
     }
 }
 

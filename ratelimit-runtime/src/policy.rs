@@ -1,7 +1,7 @@
 //! [`FailurePolicy`]: what a check answers when its store cannot.
 
 /// What a [`Limiter`](crate::Limiter) answers when its store cannot (Redis down, slow past the
-/// timeout, misconfigured).
+/// timeout, refusing a call).
 ///
 /// The default is [`FailurePolicy::Local`]: an outage neither stops all traffic (as `Closed`
 /// would) nor lifts every limit (as `Open` would). Each process keeps limiting on its own with

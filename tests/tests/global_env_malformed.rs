@@ -1,5 +1,6 @@
-//! A malformed URL in the environment: the default limiter is still built, and its checks are
-//! answered by the failure policy (`Local`: limits per process). Its own test binary.
+//! A malformed URL in the environment: the default limiter is still built, and every check
+//! of it answers `InvalidConfig` naming the variable (never its value), whatever its failure
+//! policy: a typo is a mistake to fix, not an outage to ride out. Its own test binary.
 
 use ratelimit_runtime::{FailurePolicy, RateLimitError, global, rate_limit};
 
@@ -9,10 +10,21 @@ async fn limited() -> Result<(), RateLimitError> {
 }
 
 #[tokio::test]
-async fn a_malformed_url_falls_back_on_the_failure_policy() {
+async fn a_malformed_url_makes_every_check_a_configuration_error() {
     // SAFETY: the only test of this binary, run before any other thread reads the environment.
-    unsafe { std::env::set_var("RATELIMIT_REDIS_URL", "definitely not a url") };
+    unsafe { std::env::set_var("RATELIMIT_REDIS_URL", "redis://:hunter2@127.0.0.1:99999/") };
+    // The policy an outage would get: not used for a setting that cannot work.
     assert_eq!(global().failure_policy(), FailurePolicy::Local);
-    limited().await.expect("admitted by the local fallback");
-    assert!(limited().await.unwrap_err().is_denied());
+    for _ in 0..3 {
+        let error = limited().await.unwrap_err();
+        let RateLimitError::InvalidConfig(reason) = &error else {
+            panic!("not a configuration error: {error:?}");
+        };
+        assert!(reason.starts_with("RATELIMIT_REDIS_URL "), "{reason}");
+        let shown = format!("{error} {error:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("99999"),
+            "{shown}"
+        );
+    }
 }

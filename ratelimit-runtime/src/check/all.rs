@@ -221,6 +221,7 @@ impl Shared {
                 };
                 Ok((decisions, records, None))
             }
+            Access::Unusable(error @ StoreError::Misconfigured(_)) => Err(error.into()),
             Access::Unusable(error) => {
                 let _entered = span.enter();
                 self.health
@@ -335,12 +336,15 @@ impl Shared {
         at: Option<u64>,
         error: StoreError,
     ) -> Result<(Vec<Decision>, Records), RateLimitError> {
+        if let StoreError::Misconfigured(_) = error {
+            return Err(error.into());
+        }
         self.health.answered_by_policy();
         let key = limits.first().map_or("", |limit| limit.key);
         telemetry::policy_answered(scope, key, &error, self.answering_policy());
         match self.answering_policy() {
             FailurePolicy::Open => Ok((open_admissions(limits), Records::default())),
-            FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
+            FailurePolicy::Closed => Err(error.into()),
             FailurePolicy::Local => {
                 let at = at.unwrap_or_else(clock::now_us);
                 let (admitted, decisions) = self.fallback_all(limits, Some(at), true);
@@ -410,7 +414,7 @@ impl Shared {
                 unreachable!("the part's route is the policy's")
             };
             self.policy_answered(scope, limits, &error);
-            return Err(RateLimitError::Unavailable(error));
+            return Err(error.into());
         }
         let owned = owned(limits);
         let shared = Arc::clone(self);
@@ -426,7 +430,7 @@ impl Shared {
             }
             (Err(error), _) => {
                 self.policy_answered(scope, limits, &error);
-                Err(RateLimitError::Unavailable(error))
+                Err(error.into())
             }
         }
     }

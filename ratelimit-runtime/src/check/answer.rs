@@ -177,9 +177,14 @@ impl Shared {
         error: StoreError,
         timer: Timer,
     ) -> Next {
-        self.health
-            .failed(0, &error, self.answering_policy(), false);
-        let result = self.answer_by_policy(scope, limit, at, error);
+        // A setting that cannot work is not an outage: no policy answers for it.
+        let result = if let StoreError::Misconfigured(_) = error {
+            Err(error.into())
+        } else {
+            self.health
+                .failed(0, &error, self.answering_policy(), false);
+            self.answer_by_policy(scope, limit, at, error)
+        };
         Next::Answered(self.answered(scope, limit.key, result, timer))
     }
 
@@ -196,6 +201,9 @@ impl Shared {
         at: Option<u64>,
         error: StoreError,
     ) -> Result<Decision, RateLimitError> {
+        if let StoreError::Misconfigured(_) = error {
+            return Err(error.into());
+        }
         let policy = self.answering_policy();
         // One bad key, or one refused call, is not an outage: other keys keep their store,
         // and the logs stay quiet about recoveries that are not (each is told once).
@@ -214,7 +222,7 @@ impl Shared {
         let LimitRef { key, rate, cost } = limit;
         match policy {
             FailurePolicy::Open => Ok(open_admission(rate, cost)),
-            FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
+            FailurePolicy::Closed => Err(error.into()),
             FailurePolicy::Local => Ok(self.fallback.check(key, rate, cost, at).by_policy()),
         }
     }

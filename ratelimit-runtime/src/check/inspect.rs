@@ -96,7 +96,7 @@ impl Shared {
             outcome
         })
         .await
-        .map_err(RateLimitError::Unavailable)
+        .map_err(RateLimitError::from)
     }
 
     /// Forgets every log of `scope` and `key` as the attribute lays them out (see
@@ -139,7 +139,7 @@ impl Shared {
         };
         HandOff::new(reset, runtime)
             .await
-            .map_err(RateLimitError::Unavailable)
+            .map_err(RateLimitError::from)
     }
 
     /// Runs `op` on the store's `part`, as a check's remote leg runs: through the part's
@@ -157,8 +157,10 @@ impl Shared {
         Op: FnOnce(Arc<Shared>) -> F + Send + 'static,
     {
         if let Access::Unusable(error) = self.store.access() {
-            self.health
-                .failed(0, &error, self.answering_policy(), false);
+            if !matches!(error, StoreError::Misconfigured(_)) {
+                self.health
+                    .failed(0, &error, self.answering_policy(), false);
+            }
             return Err(error);
         }
         let Some(runtime) = Runtime::current() else {
@@ -185,13 +187,16 @@ impl Shared {
         at: Option<u64>,
         error: StoreError,
     ) -> Result<Decision, RateLimitError> {
+        if let StoreError::Misconfigured(_) = error {
+            return Err(error.into());
+        }
         telemetry::policy_answered(None, key, &error, self.answering_policy());
         let threshold = rate.threshold();
         match self.answering_policy() {
             FailurePolicy::Open => {
                 Ok(Decision::admitted(threshold, threshold, std::time::Duration::ZERO).by_policy())
             }
-            FailurePolicy::Closed => Err(RateLimitError::Unavailable(error)),
+            FailurePolicy::Closed => Err(error.into()),
             FailurePolicy::Local => Ok(self.fallback.peek(key, rate, at).by_policy()),
         }
     }
