@@ -302,17 +302,25 @@ impl TestSentinel {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // Asked again until done: a sentinel may abort one (another's vote, a replica it
-        // judged unfit for a moment).
+        // judged unfit for a moment), and then waits twice its failover timeout (20 s here)
+        // before it tries again: a deadline of its own, past that.
+        let deadline = Instant::now() + 2 * STATE_DEADLINE;
+        let mut refusals = Vec::new();
         loop {
             // One that is under way answers the next ask with an error: the ask is then moot.
-            let _ = self.ask_failover().await;
+            if let Err(refused) = self.ask_failover().await {
+                refusals.push(refused);
+            }
             if self
                 .role_within(new, "role:master", Duration::from_secs(10))
                 .await
             {
                 break;
             }
-            assert!(Instant::now() < deadline, "no failover to {new} in time");
+            assert!(
+                Instant::now() < deadline,
+                "no failover to {new} in time; the sentinels' refusals: {refusals:?}"
+            );
         }
         let (host, port) = (new.ip().to_string(), new.port());
         let () = command(old, redis::cmd("REPLICAOF").arg(host).arg(port))
@@ -440,16 +448,18 @@ impl TestSentinel {
     ///
     /// When no sentinel accepts it.
     pub async fn failover(&self) {
-        assert!(
-            self.ask_failover().await,
-            "no sentinel accepted SENTINEL FAILOVER"
-        );
+        if let Err(answers) = self.ask_failover().await {
+            panic!("no sentinel accepted SENTINEL FAILOVER: {answers}");
+        }
     }
 
-    /// Asks the sentinels, one after another, for a failover; whether one accepted.
-    async fn ask_failover(&self) -> bool {
+    /// Asks the sentinels, one after another, for a failover: `Ok` when one accepted, else
+    /// what each answered.
+    async fn ask_failover(&self) -> Result<(), String> {
+        let mut answers = Vec::new();
         for &(port, _) in &self.sentinels {
             let Some(mut connection) = connect(port).await else {
+                answers.push(format!("{port}: no connection"));
                 continue;
             };
             let reply: redis::RedisResult<()> = redis::cmd("SENTINEL")
@@ -457,11 +467,12 @@ impl TestSentinel {
                 .arg(MASTER_NAME)
                 .query_async(&mut connection)
                 .await;
-            if reply.is_ok() {
-                return true;
+            match reply {
+                Ok(()) => return Ok(()),
+                Err(error) => answers.push(format!("{port}: {error}")),
             }
         }
-        false
+        Err(answers.join("; "))
     }
 
     /// Waits (up to [`STATE_DEADLINE`]) until the sentinels name a master other than `old`
