@@ -2,6 +2,7 @@
 //! the extractors it comes with: a header ([`HeaderKey`]) and the client's IP address
 //! ([`PeerIp`], believing `X-Forwarded-For` from the proxies in [`IpRange`]s only).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
@@ -20,10 +21,23 @@ use crate::error::RateLimitError;
 /// `Fn(&http::request::Parts) -> Option<String>`. `None` means the request does not carry a key:
 /// it is then answered by the layer's
 /// [`on_missing_key`](super::RateLimitLayer::on_missing_key)
-/// response, never passed through unlimited.
+/// response, never passed through unlimited; or, when the server is set up so that no request
+/// can carry one ([`setup_error`](KeyExtractor::setup_error)), by a `500`.
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key of the request whose head is `parts`, or `None` when it has none.
     fn extract(&self, parts: &Parts) -> Option<String>;
+
+    /// For a request of no key ([`extract`](KeyExtractor::extract) gave `None`): what is wrong
+    /// with the server when the fault is its own rather than the request's, such as a router
+    /// served without the connect info [`PeerIp`] reads. The layer answers it `500 Internal
+    /// Server Error`, with this as the problem's `detail`, instead of the
+    /// [`on_missing_key`](super::RateLimitLayer::on_missing_key) response, which tells the
+    /// client that its request lacks something. Say how to fix it; never quote the request.
+    /// `None` (the default): the request's fault.
+    fn setup_error(&self, parts: &Parts) -> Option<Cow<'static, str>> {
+        let _ = parts;
+        None
+    }
 }
 
 impl<F> KeyExtractor for F
@@ -69,7 +83,7 @@ impl KeyExtractor for HeaderKey {
 /// Keys requests by the client's IP address: the peer of the connection, from axum's
 /// [`ConnectInfo<SocketAddr>`](ConnectInfo) (serve the router with
 /// `into_make_service_with_connect_info::<SocketAddr>()`; without it no request has a key, and
-/// an error is logged once).
+/// the layer answers each `500`, naming that method, and logs an error once).
 ///
 /// # Behind a proxy
 ///
@@ -195,7 +209,7 @@ impl KeyExtractor for PeerIp {
                 tracing::error!(
                     "PeerIp found no ConnectInfo<SocketAddr>: serve the router with \
                      `into_make_service_with_connect_info::<SocketAddr>()`; requests are \
-                     answered as having no key"
+                     answered 500 meanwhile"
                 );
             }
             return None;
@@ -209,7 +223,21 @@ impl KeyExtractor for PeerIp {
         self.client(peer.ip(), forwarded.into_iter())
             .map(|ip| self.key_of(ip))
     }
+
+    fn setup_error(&self, parts: &Parts) -> Option<Cow<'static, str>> {
+        parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .is_none()
+            .then_some(Cow::Borrowed(NO_CONNECT_INFO))
+    }
 }
+
+/// The detail of a `500` for a request that reached a [`PeerIp`] layer without the peer's
+/// address.
+const NO_CONNECT_INFO: &str = "the server cannot tell the client's address, which its rate \
+    limit is keyed by: serve the router with \
+    `into_make_service_with_connect_info::<SocketAddr>()`";
 
 /// An IP address or a CIDR range of them, such as `10.0.0.7`, `10.0.0.0/8` or `fd00::/8`:
 /// the proxies [`PeerIp`] believes. An IPv4-mapped IPv6 address or range

@@ -36,7 +36,9 @@ const DEFAULT_SCOPE: &str = "layer";
 ///   [`RateLimitError`]'s `IntoResponse`); the inner service is not called.
 /// - Store unavailable under [`FailurePolicy::Closed`](crate::FailurePolicy::Closed): `503`.
 /// - No key in the request: the [`on_missing_key`](RateLimitLayer::on_missing_key) response,
-///   by default `400 Bad Request` with a problem+json body.
+///   by default `400 Bad Request` with a problem+json body; but `500` when the server is set
+///   up so that no request can have one ([`KeyExtractor::setup_error`]: a [`PeerIp`](super::PeerIp) router
+///   served without connect info), its problem's `detail` saying how to fix it.
 ///
 /// On the default scope, `layer`, each rate keeps its own log per key, so that two layers of
 /// different rates never meet; on a scope set by [`scope`](RateLimitLayer::scope), the keys
@@ -266,6 +268,9 @@ where
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             let Some(key) = config.key.extract(&parts) else {
+                if let Some(detail) = config.key.setup_error(&parts) {
+                    return Ok(problem(StatusCode::INTERNAL_SERVER_ERROR, &detail));
+                }
                 tracing::debug!(scope = %config.scope, "no rate limit key in the request");
                 return Ok((config.on_missing_key)(&parts));
             };

@@ -167,6 +167,44 @@ async fn a_request_without_a_key_is_answered_not_passed() {
     );
 }
 
+/// A `PeerIp` layer on a router served without connect info: every request is answered `500`
+/// (the server's mistake, not the client's), its problem naming the method that fixes it,
+/// and never reaches the handler; a header-keyed request without its header stays a `400`.
+#[tokio::test]
+async fn a_peer_ip_layer_served_without_connect_info_answers_500_naming_the_fix() {
+    use ratelimit_runtime::axum::PeerIp;
+
+    let rate = Rate::new(100, Duration::from_secs(60)).unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "secret" }))
+        .layer(RateLimitLayer::new(Limiter::memory(), rate, PeerIp::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    // `into_make_service`, not `into_make_service_with_connect_info`: the mistake.
+    tokio::spawn(async move { axum::serve(listener, app.into_make_service()).await });
+    for _ in 0..2 {
+        let response = client().get(&base).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(field(&response, "content-type"), "application/problem+json");
+        let body: serde_json::Value =
+            serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(body["status"], 500);
+        let detail = body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("into_make_service_with_connect_info::<SocketAddr>()"),
+            "{detail}"
+        );
+    }
+
+    // With connect info the same layer keys by the peer.
+    let app = Router::new()
+        .route("/", get(|| async { "secret" }))
+        .layer(RateLimitLayer::new(Limiter::memory(), rate, PeerIp::new()));
+    let base = serve(app).await;
+    let response = client().get(&base).send().await.unwrap();
+    assert_eq!(response.text().await.unwrap(), "secret");
+}
+
 /// A layer's rates may mix the algorithms: a burst log and an hourly sliding window counter,
 /// checked together, both in the fields, the counter recording nothing for a call the log
 /// denies.
