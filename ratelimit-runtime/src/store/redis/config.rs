@@ -59,7 +59,15 @@ pub(super) fn check_url(url: &str, cluster: bool) -> Result<bool, ConfigError> {
                 .into(),
         );
     }
-    // Parse now, so that a malformed URL fails the build, not every check.
+    // Parse now, so that a malformed URL fails the build, not every check; say why it does
+    // not parse (redis-rs says only that it does not), never quoting it.
+    if let Err(error) = url::Url::parse(url) {
+        let hint = match error {
+            url::ParseError::InvalidPort => " (a port is a number from 1 to 65535)",
+            _ => "",
+        };
+        return Err(format!("a Redis URL that does not parse: {error}{hint}").into());
+    }
     let info = url
         .into_connection_info()
         .map_err(|error| unusable(&error))?;
@@ -344,6 +352,27 @@ mod tests {
             };
             assert!(error.contains("#insecure"), "{url}: {error}");
             assert!(check_url(url, true).is_err(), "{url} in a cluster");
+        }
+    }
+
+    /// A URL that does not parse says why (its port out of range, its host missing), and
+    /// never quotes the URL, which may hold a password.
+    #[test]
+    fn a_url_that_does_not_parse_says_why_without_quoting_it() {
+        for (url, why) in [
+            (
+                "redis://:hunter2@127.0.0.1:99999/",
+                "invalid port number (a port is a number from 1 to 65535)",
+            ),
+            ("redis://:hunter2@:6379/", "empty host"),
+            ("redis://:hunter2@[::1:6379/", "invalid IPv6 address"),
+        ] {
+            let error = check_url(url, false).expect_err(url);
+            assert_eq!(
+                error.to_string(),
+                format!("a Redis URL that does not parse: {why}"),
+                "{url}"
+            );
         }
     }
 
