@@ -308,7 +308,9 @@ pub enum StoreError {
     /// time, at most every 100 ms, and answers every other check at once by its
     /// [`FailurePolicy`](crate::FailurePolicy): the circuit breaker is open.
     #[error(
-        "rate limit store unavailable for {0:?} (circuit open; probing it at most every 100 ms)"
+        "rate limit store failing for the last {} (circuit open: not asked; probed at most \
+         every 100 ms)",
+        Elapsed(*.0)
     )]
     CircuitOpen(Duration),
     /// The Redis store was used outside a Tokio runtime (or while its runtime shut down, or
@@ -346,6 +348,21 @@ pub enum StoreError {
     /// check answers [`RateLimitError::InvalidConfig`], whatever the failure policy.
     #[error("rate limit store is misconfigured: {0}")]
     Misconfigured(Cow<'static, str>),
+}
+
+/// A time that has passed, as a person reads it: whole µs, ms or s, or tenths of a second.
+struct Elapsed(Duration);
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let micros = self.0.as_micros();
+        match micros {
+            0..1_000 => write!(f, "{micros} µs"),
+            1_000..1_000_000 => write!(f, "{} ms", (micros + 500) / 1_000),
+            1_000_000..10_000_000 => write!(f, "{:.1} s", self.0.as_secs_f64()),
+            _ => write!(f, "{} s", self.0.as_secs_f64().round()),
+        }
+    }
 }
 
 impl StoreError {
@@ -414,6 +431,27 @@ mod tests {
             Rate::new(2, Duration::from_secs(3)).unwrap(),
             decision,
         )))
+    }
+
+    /// An open breaker's error tells how long the store has been failing, as a person reads
+    /// it, never as a forecast.
+    #[test]
+    fn an_open_circuit_says_for_how_long_the_store_has_failed() {
+        for (elapsed, shown) in [
+            (Duration::from_nanos(77_545), "77 µs"),
+            (Duration::from_micros(1_499), "1 ms"),
+            (Duration::from_micros(250_600), "251 ms"),
+            (Duration::from_millis(2_340), "2.3 s"),
+            (Duration::from_secs(95), "95 s"),
+        ] {
+            assert_eq!(
+                StoreError::CircuitOpen(elapsed).to_string(),
+                format!(
+                    "rate limit store failing for the last {shown} (circuit open: not asked; \
+                     probed at most every 100 ms)"
+                )
+            );
+        }
     }
 
     #[test]
