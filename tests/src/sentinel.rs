@@ -369,8 +369,10 @@ impl TestSentinel {
         }
     }
 
-    /// Whether every sentinel names `master` and knows `replica` as its replica, linked and
-    /// not down: one it can fail over to.
+    /// Whether every sentinel names `master`, is not in a failover of it (a sentinel ends one
+    /// only once it has seen every replica reconfigured), and knows `replica` as its replica,
+    /// linked, not down, and seen lately enough to be picked: a sentinel picks no replica whose
+    /// last answer to its pings is 5 s old, or its last `INFO` 30 s old (`NOGOODSLAVE`).
     async fn replica_known(&self, master: SocketAddr, replica: SocketAddr) -> bool {
         for &(port, _) in &self.sentinels {
             let Some(mut connection) = connect(port).await else {
@@ -384,6 +386,19 @@ impl TestSentinel {
                 .ok()
                 .flatten();
             if named != Some((master.ip().to_string(), master.port())) {
+                return false;
+            }
+            let fields: Vec<String> = redis::cmd("SENTINEL")
+                .arg("MASTER")
+                .arg(MASTER_NAME)
+                .query_async(&mut connection)
+                .await
+                .unwrap_or_default();
+            let flags = fields
+                .iter()
+                .position(|f| f == "flags")
+                .and_then(|i| fields.get(i + 1));
+            if flags.is_none_or(|flags| flags.contains("failover")) {
                 return false;
             }
             let replicas: Vec<Vec<String>> = redis::cmd("SENTINEL")
@@ -400,9 +415,12 @@ impl TestSentinel {
                         .and_then(|i| fields.get(i + 1))
                         .map(String::as_str)
                 };
+                let millis = |name: &str| field(name).and_then(|ms| ms.parse::<u64>().ok());
                 field("port") == Some(replica.port().to_string().as_str())
                     && field("flags") == Some("slave")
                     && field("master-link-status") == Some("ok")
+                    && millis("last-ok-ping-reply").is_some_and(|ms| ms < 2_000)
+                    && millis("info-refresh").is_some_and(|ms| ms < 10_000)
             });
             if !fit {
                 return false;
