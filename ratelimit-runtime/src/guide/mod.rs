@@ -14,14 +14,7 @@
 //! | [`leases`] | quota leases: a hot key over Redis at in-process speed, exact; what they trade |
 //! | [`production`] | failure policies, circuit breakers, timeouts and resends, the deny cache, memory, logs and metrics, what each failure costs |
 //! | [`testing`] | tests of rate-limited code on a manual clock; replaying explicit times |
-#![cfg_attr(
-    all(feature = "axum", feature = "actix-web"),
-    doc = "| [`http`] | axum and actix-web: an error type of your own, a whole router, the examples to run |"
-)]
-#![cfg_attr(
-    not(all(feature = "axum", feature = "actix-web")),
-    doc = "| `http` | axum and actix-web (in the docs built with the `axum` and `actix-web` features) |"
-)]
+//! | [`http`] | axum and actix-web: the fields on every response, an error type of your own, a whole router, the examples to run |
 //! | [`recipes`] | complete examples: a login limited on its failures, a client of a partner's API and its test, quotas by plan |
 
 // Doc-only modules: each page is a Markdown file beside this one, so that its examples are
@@ -63,11 +56,25 @@ pub mod testing {
     #![doc = include_str!("testing.md")]
 }
 
-// Its examples serve axum routers, and it links to both framework modules.
-#[cfg(all(feature = "axum", feature = "actix-web"))]
-#[cfg_attr(docsrs, doc(cfg(all(feature = "axum", feature = "actix-web"))))]
+// Built whatever the features: its examples run where `axum` is on (they compile to nothing
+// elsewhere), and its links into the framework modules lead, where those are not built, to the
+// crate's feature flags.
 pub mod http {
     #![doc = include_str!("http.md")]
+    #![cfg_attr(feature = "axum", doc = include_str!("http_axum_links.md"))]
+    #![cfg_attr(
+        not(feature = "axum"),
+        doc = "\n[axum]: crate#feature-flags\n[RateLimitLayer]: crate#feature-flags\n\
+               [PeerIp]: crate#feature-flags\n[HeaderKey]: crate#feature-flags\n\
+               [on_missing_key]: crate#feature-flags\n[setup_error]: crate#feature-flags\n\
+               [scope]: crate#feature-flags\n[and_rate]: crate#feature-flags\n\
+               [axum::problem]: crate#feature-flags\n"
+    )]
+    #![cfg_attr(feature = "actix-web", doc = include_str!("http_actix_links.md"))]
+    #![cfg_attr(
+        not(feature = "actix-web"),
+        doc = "\n[actix_web]: crate#feature-flags\n[actix_web::problem]: crate#feature-flags\n"
+    )]
 }
 
 pub mod recipes {

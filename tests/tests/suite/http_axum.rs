@@ -57,6 +57,51 @@ async fn search_sends_every_limits_fields_on_admitted_responses() {
     assert_eq!(peek.remaining, 999);
 }
 
+/// The HTTP guide's first example, served: a handler under one attribute that returns
+/// `(d.headers(), body)` sends the fields on its 200s, and its denial sends them on the 429
+/// with `Retry-After`, as a real client reads them.
+#[tokio::test]
+async fn one_limits_fields_reach_the_client_on_a_200_and_on_the_429() {
+    #[rate_limit(period = 30, threshold = 2, limiter = &limiter, decision = d)]
+    async fn hello(State(limiter): State<Limiter>) -> Result<impl IntoResponse, RateLimitError> {
+        Ok((d.headers(), "hi"))
+    }
+
+    let app = Router::new()
+        .route("/hello", get(hello))
+        .with_state(Limiter::memory());
+    let base = serve(app).await;
+    let get_hello = || client().get(format!("{base}/hello")).send();
+    for remaining in [1, 0] {
+        let admitted = get_hello().await.unwrap();
+        assert_eq!(admitted.status().as_u16(), 200);
+        assert_eq!(
+            field(&admitted, "ratelimit-policy"),
+            r#""default";q=2;w=30"#
+        );
+        assert_eq!(
+            field(&admitted, "ratelimit"),
+            format!(r#""default";r={remaining};t=30"#)
+        );
+        assert!(admitted.headers().get("retry-after").is_none());
+        assert_eq!(admitted.text().await.unwrap(), "hi");
+    }
+    let denied = get_hello().await.unwrap();
+    assert_eq!(denied.status().as_u16(), 429);
+    assert_eq!(field(&denied, "ratelimit-policy"), r#""default";q=2;w=30"#);
+    let limit = support::parse_list(field(&denied, "ratelimit"));
+    assert_eq!(limit[0].param("r"), Some(0));
+    let retry_after: u64 = field(&denied, "retry-after").parse().unwrap();
+    assert!(
+        retry_after_range(
+            std::time::Duration::from_secs(30),
+            std::time::Duration::from_secs(10)
+        )
+        .contains(&retry_after),
+        "{retry_after}"
+    );
+}
+
 /// An application error type: the attribute converts the denial with `From`, and the
 /// response delegates to `RateLimitError`'s.
 #[derive(Debug)]
