@@ -72,6 +72,7 @@ mod layout;
 mod limit;
 mod policy;
 mod rate;
+mod returns;
 pub mod testing;
 
 mod runtime;
@@ -110,6 +111,7 @@ pub use limiter::Limiter;
 pub use permit::Permit;
 pub use policy::FailurePolicy;
 pub use rate::{Algorithm, Rate};
+pub use returns::{FromRateLimitError, LimitedResult};
 
 #[cfg(feature = "axum")]
 pub mod axum;

@@ -19,6 +19,7 @@ use crate::layout::{
 use crate::limit::{Limit, LimitRef};
 use crate::limiter::Limiter;
 use crate::rate::Rate;
+use crate::returns::{FromRateLimitError, LimitedResult};
 
 pub use crate::global::global;
 pub use core::time::Duration;
@@ -238,37 +239,16 @@ pub async fn check_stack_waiting(
 
 /// The value a function under `#[rate_limit]` returns when its call is denied (or the limiter
 /// fails): `Err(E::from(err))`. Its `R` is the function's return type, inferred; the call is
-/// spanned at that type, so a type that is not a `Result<T, E>` ([`DeniedReturn`]), or an `E`
-/// without `From<RateLimitError>` ([`FromRateLimitError`]), is reported there with a message
-/// that names the attribute.
+/// spanned at that type, so a type that is not a `Result<T, E>` ([`LimitedResult`]), or an
+/// `E` without `From<RateLimitError>` ([`FromRateLimitError`]), is reported there with a
+/// message that names the attribute.
 #[must_use]
 pub fn denied<R>(err: RateLimitError) -> R
 where
-    R: DeniedReturn,
+    R: LimitedResult,
     R::Error: FromRateLimitError,
 {
     R::err(R::Error::from_rate_limit_error(err))
-}
-
-/// A return type that `#[rate_limit]` can return an error through: any `Result<T, E>`,
-/// whatever its spelling (`anyhow::Result<T>` and other aliases included).
-#[diagnostic::on_unimplemented(
-    message = "`#[rate_limit]` needs the function to return `Result<T, E>` with `E: From<RateLimitError>`, not `{Self}`",
-    label = "not a `Result<T, E>`",
-    note = "a denied call returns `Err(E::from(RateLimitError))` without running the body"
-)]
-pub trait DeniedReturn {
-    /// The `E` of `Result<T, E>`.
-    type Error;
-    /// `Err(error)`.
-    fn err(error: Self::Error) -> Self;
-}
-
-impl<T, E> DeniedReturn for Result<T, E> {
-    type Error = E;
-    fn err(error: E) -> Self {
-        Err(error)
-    }
 }
 
 /// The body's result, asked whether it is `Ok` (`count = "ok"` counts such calls,
@@ -306,23 +286,6 @@ impl<R> OtherOutcome for &Outcome<'_, R> {
 #[must_use]
 pub fn counts_if<R, F: FnOnce(&R) -> bool>(result: &R, count_if: F) -> bool {
     count_if(result)
-}
-
-/// The error type of a function under `#[rate_limit]`: any `E: From<RateLimitError>`.
-#[diagnostic::on_unimplemented(
-    message = "`#[rate_limit]` needs the error type `{Self}` to implement `From<RateLimitError>`",
-    label = "`{Self}` does not implement `From<RateLimitError>`",
-    note = "a denied call returns `Err(E::from(RateLimitError))` without running the body"
-)]
-pub trait FromRateLimitError {
-    /// `E::from(err)`.
-    fn from_rate_limit_error(err: RateLimitError) -> Self;
-}
-
-impl<E: From<RateLimitError>> FromRateLimitError for E {
-    fn from_rate_limit_error(err: RateLimitError) -> Self {
-        E::from(err)
-    }
 }
 
 /// Where a function's limits keep their logs, when its check is a composite one (any
