@@ -41,6 +41,8 @@
 //!
 //! # Where to go next
 //!
+//! - The [`guide::tutorial`]: from a limited function to production in five steps, each a
+//!   complete program.
 //! - The [`guide`]: the attribute in use, the two algorithms, several limits, outcomes and
 //!   waiting, the key layout, Redis, quota leases, production, testing, HTTP services and
 //!   recipes.

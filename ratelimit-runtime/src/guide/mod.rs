@@ -3,8 +3,12 @@
 //! [`rate_limit`](crate::rate_limit)); these pages show how the pieces fit, with examples that
 //! `cargo test --doc` compiles and runs.
 //!
+//! New here? Start with the [`tutorial`]: five steps from a limited function to production,
+//! each a complete program.
+//!
 //! | page | what it covers |
 //! | --- | --- |
+//! | [`tutorial`] | from nothing to production: a limited function, a denial, Redis across processes, an axum service, what to watch |
 //! | [`attribute`] | the attribute in use: the function, where its limiter lives, scopes and keys, runtimes |
 //! | [`algorithms`] | the sliding window log and the sliding window counter: their state, their bounds, which to choose |
 //! | [`several_limits`] | stacked limits, costs, rates per caller, exemptions, tiers; the same by hand |
@@ -19,6 +23,10 @@
 
 // Doc-only modules: each page is a Markdown file beside this one, so that its examples are
 // doctests.
+
+pub mod tutorial {
+    #![doc = include_str!("tutorial.md")]
+}
 
 pub mod attribute {
     #![doc = include_str!("attribute.md")]
