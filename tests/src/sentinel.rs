@@ -259,11 +259,17 @@ impl TestSentinel {
         }
     }
 
-    /// A failover that loses no write, as an operator makes one: writes paused on both data
-    /// servers (`CLIENT PAUSE ... WRITE`), the replica caught up with the master, the
-    /// sentinels asked for the failover (`SENTINEL FAILOVER`), the old master made a replica of
-    /// the new one, then `paused` called (the promotion closed the new master's clients), and
-    /// the writes let through. Returns the new master.
+    /// A failover that loses no write, as an operator makes one: writes paused on the master
+    /// (`CLIENT PAUSE ... WRITE`), the replica caught up with it, the sentinels asked for the
+    /// failover (`SENTINEL FAILOVER`), then `paused` called, the old master made a replica of
+    /// the new one, and the writes let through. Returns the new master.
+    ///
+    /// The replica is never paused: a pause holds a sentinel's `PUBLISH` of its hello, and
+    /// with it every later command on that link, the promotion's `REPLICAOF NO ONE` among
+    /// them (the failover then times out). Instead it is set to refuse writes while it has no
+    /// replica (`min-replicas-to-write 1`, dormant on a replica): once promoted it takes none
+    /// (`NOREPLICAS`) until the old master is its replica, which it becomes after `paused`
+    /// (the promotion closed the new master's clients: `paused` reopens what it needs first).
     ///
     /// # Panics
     ///
@@ -274,14 +280,24 @@ impl TestSentinel {
     ) -> SocketAddr {
         let old = self.master().await.expect("the sentinels name a master");
         let new = self.replica_of(old);
-        for server in [old, new] {
+        let min_replicas = |server: SocketAddr, count: &'static str| async move {
             let () = command(
                 server,
-                redis::cmd("CLIENT").arg("PAUSE").arg(60_000).arg("WRITE"),
+                redis::cmd("CONFIG")
+                    .arg("SET")
+                    .arg("min-replicas-to-write")
+                    .arg(count),
             )
             .await
-            .expect("CLIENT PAUSE WRITE");
-        }
+            .expect("CONFIG SET min-replicas-to-write");
+        };
+        min_replicas(new, "1").await;
+        let () = command(
+            old,
+            redis::cmd("CLIENT").arg("PAUSE").arg(60_000).arg("WRITE"),
+        )
+        .await
+        .expect("CLIENT PAUSE WRITE");
         let offset = |server: SocketAddr, field: &'static str| async move {
             let info: String = command(server, redis::cmd("INFO").arg("replication"))
                 .await
@@ -322,17 +338,16 @@ impl TestSentinel {
                 "no failover to {new} in time; the sentinels' refusals: {refusals:?}"
             );
         }
+        paused(old, new);
         let (host, port) = (new.ip().to_string(), new.port());
         let () = command(old, redis::cmd("REPLICAOF").arg(host).arg(port))
             .await
             .expect("REPLICAOF the new master");
         self.wait_for_role(old, "master_link_status:up").await;
-        paused(old, new);
-        for server in [old, new] {
-            let () = command(server, redis::cmd("CLIENT").arg("UNPAUSE"))
-                .await
-                .expect("CLIENT UNPAUSE");
-        }
+        let () = command(old, redis::cmd("CLIENT").arg("UNPAUSE"))
+            .await
+            .expect("CLIENT UNPAUSE");
+        min_replicas(new, "0").await;
         let deadline = Instant::now() + STATE_DEADLINE;
         while self.master().await != Some(new) {
             assert!(
