@@ -29,7 +29,8 @@ pub enum RateLimitError {
     InvalidInput(Cow<'static, str>),
     /// The limiter's configuration is unusable, for example a malformed Redis URL in the
     /// environment of the process-wide default limiter ([`global`](crate::global)): every
-    /// check answers this, whatever the failure policy, until the process is reconfigured.
+    /// check, look, reset and refund of that limiter answers this, whatever the failure
+    /// policy, until the process is reconfigured.
     #[error("invalid rate limiter configuration: {0}")]
     InvalidConfig(Cow<'static, str>),
     /// The call costs more than any window of its limit can ever admit: `cost` above `max`,
@@ -355,11 +356,12 @@ struct Elapsed(Duration);
 
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Each unit from where its rounded reading reaches it: never "1000 ms" nor "10.0 s".
         let micros = self.0.as_micros();
         match micros {
             0..1_000 => write!(f, "{micros} µs"),
-            1_000..1_000_000 => write!(f, "{} ms", (micros + 500) / 1_000),
-            1_000_000..10_000_000 => write!(f, "{:.1} s", self.0.as_secs_f64()),
+            1_000..999_500 => write!(f, "{} ms", (micros + 500) / 1_000),
+            999_500..9_950_000 => write!(f, "{:.1} s", self.0.as_secs_f64()),
             _ => write!(f, "{} s", self.0.as_secs_f64().round()),
         }
     }
@@ -441,7 +443,9 @@ mod tests {
             (Duration::from_nanos(77_545), "77 µs"),
             (Duration::from_micros(1_499), "1 ms"),
             (Duration::from_micros(250_600), "251 ms"),
+            (Duration::from_micros(999_600), "1.0 s"),
             (Duration::from_millis(2_340), "2.3 s"),
+            (Duration::from_millis(9_960), "10 s"),
             (Duration::from_secs(95), "95 s"),
         ] {
             assert_eq!(

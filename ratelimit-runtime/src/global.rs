@@ -145,7 +145,7 @@ mod tests {
     }
 
     /// Without the `cluster` feature a cluster setting is a configuration error that names it
-    /// (the process-wide default then answers by its failure policy).
+    /// (every check of the process-wide default then answers it).
     #[cfg(not(feature = "cluster"))]
     #[test]
     fn a_cluster_needs_the_cluster_feature() {

@@ -294,7 +294,9 @@ impl TestSentinel {
         min_replicas(new, "1").await;
         let () = command(
             old,
-            redis::cmd("CLIENT").arg("PAUSE").arg(60_000).arg("WRITE"),
+            // Longer than every step below may take: its deadlines, 30 s and 60 s, and a
+            // wait for the role.
+            redis::cmd("CLIENT").arg("PAUSE").arg(180_000).arg("WRITE"),
         )
         .await
         .expect("CLIENT PAUSE WRITE");

@@ -221,14 +221,8 @@ impl Shared {
                 };
                 Ok((decisions, records, None))
             }
-            Access::Unusable(error @ StoreError::Misconfigured(_)) => Err(error.into()),
-            Access::Unusable(error) => {
-                let _entered = span.enter();
-                self.health
-                    .failed(0, &error, self.answering_policy(), false);
-                self.answer_all_by_policy(scope, refs, at, error)
-                    .map(|(decisions, records)| (decisions, records, None))
-            }
+            // A setting that cannot work: no outage, no policy's answer.
+            Access::Unusable(error) => Err(error.into()),
             Access::Remote
                 if refs
                     .iter()

@@ -70,7 +70,7 @@ impl Shared {
                 Next::InProcess(verdict)
             }
             Access::Remote => self.route(scope, limit, at, explicit, timer),
-            Access::Unusable(error) => self.answer_unusable(scope, limit, at, error, timer),
+            Access::Unusable(error) => self.answer_unusable(scope, limit, error, timer),
         }
     }
 
@@ -166,26 +166,18 @@ impl Shared {
         }
     }
 
-    /// The answer when the store is unusable (`error`): the failure policy's, the store's
-    /// failure counted as an outage.
+    /// The answer when the store is unusable (`error`, its configuration): the error, as
+    /// [`RateLimitError::InvalidConfig`]. A setting that cannot work is no outage: no failure
+    /// policy answers for it, and no breaker counts it.
     #[inline(never)]
     fn answer_unusable(
         &self,
         scope: Option<&str>,
         limit: LimitRef<'_>,
-        at: Option<u64>,
         error: StoreError,
         timer: Timer,
     ) -> Next {
-        // A setting that cannot work is not an outage: no policy answers for it.
-        let result = if let StoreError::Misconfigured(_) = error {
-            Err(error.into())
-        } else {
-            self.health
-                .failed(0, &error, self.answering_policy(), false);
-            self.answer_by_policy(scope, limit, at, error)
-        };
-        Next::Answered(self.answered(scope, limit.key, result, timer))
+        Next::Answered(self.answered(scope, limit.key, Err(error.into()), timer))
     }
 
     /// The failure policy's answer to a check the store could not answer (`error`), counted

@@ -117,8 +117,12 @@ impl Shared {
     ) -> Result<u64, RateLimitError> {
         let keys = ScopeKeys::new(scope, key);
         self.fallback.remove_where(|stored| keys.matches(stored));
-        if let Access::InProcess(store) = self.store.access() {
-            return Ok(store.remove_where(|stored| keys.matches(stored)) as u64);
+        match self.store.access() {
+            Access::InProcess(store) => {
+                return Ok(store.remove_where(|stored| keys.matches(stored)) as u64);
+            }
+            Access::Unusable(error) => return Err(error.into()),
+            Access::Remote => {}
         }
         let Some(runtime) = Runtime::current() else {
             return Err(RateLimitError::Unavailable(StoreError::NoRuntime));
@@ -157,10 +161,6 @@ impl Shared {
         Op: FnOnce(Arc<Shared>) -> F + Send + 'static,
     {
         if let Access::Unusable(error) = self.store.access() {
-            if !matches!(error, StoreError::Misconfigured(_)) {
-                self.health
-                    .failed(0, &error, self.answering_policy(), false);
-            }
             return Err(error);
         }
         let Some(runtime) = Runtime::current() else {

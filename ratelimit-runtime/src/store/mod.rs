@@ -193,7 +193,9 @@ pub(crate) enum Access<'a> {
     /// Over the network: through the circuit breakers, within the timeout, on a runtime
     /// ([`Store::check`]).
     Remote,
-    /// Never: every check fails with this error.
+    /// Never: its configuration cannot work ([`StoreError::Misconfigured`]). Every check fails
+    /// with this error, as [`RateLimitError::InvalidConfig`](crate::RateLimitError::InvalidConfig)
+    /// whatever the failure policy: it is no outage.
     Unusable(StoreError),
 }
 
