@@ -581,7 +581,10 @@ mod tests {
         for (url, reason) in [
             ("localhost:6379", "needs a scheme"),
             ("http://h:1/", "unknown Redis URL scheme `http://`"),
-            ("redis://user:s3cr3t@[bad", "does not parse: invalid IPv6 address"),
+            (
+                "redis://user:s3cr3t@[bad",
+                "does not parse: invalid IPv6 address",
+            ),
         ] {
             let Err(error) = single(url) else {
                 panic!("{url} was accepted");
