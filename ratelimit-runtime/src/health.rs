@@ -185,6 +185,11 @@ impl Health {
     pub(crate) fn succeeded(&self, part: impl FnOnce() -> usize, probe: bool) {
         let outage = self.outage_since.load(Ordering::Relaxed);
         if outage == 0 {
+            // A probe answered after an older check's answer ended the outage: it is over
+            // (left claimed, the next outage would never probe, its breaker open for good).
+            if probe {
+                self.breaker(part()).schedule_probe(0, true);
+            }
             return;
         }
         let breaker = self.breaker(part());
@@ -363,6 +368,31 @@ mod tests {
         health.succeeded(|| 0, true);
         assert!(!health.in_outage());
         assert!(matches!(health.route(|| 0), Route::Store(None)));
+    }
+
+    /// A probe whose answer comes after an older check's success ended the outage still
+    /// frees the probe: left claimed, no probe of the next outage would ever start, and the
+    /// breaker would stay open for good (the fault checker's Sentinel runs: a limiter answered
+    /// by its policy for the rest of a 600 s run while its Redis answered others).
+    #[test]
+    fn a_probe_answered_after_the_outage_ended_frees_the_next_outages_probes() {
+        let health = Health::new(1);
+        health.failed(0, &outage(), FailurePolicy::Local, false);
+        probe_due(&health, 0);
+        assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
+        // A check sent before the outage is answered: the outage ends.
+        health.succeeded(|| 0, false);
+        assert!(!health.in_outage());
+        // Then the probe's answer.
+        health.succeeded(|| 0, true);
+        // A new outage: its first probe is scheduled a probe interval on, not left claimed.
+        health.failed(0, &outage(), FailurePolicy::Local, false);
+        assert!(matches!(health.route(|| 0), Route::Policy(_)));
+        assert_ne!(
+            health.breakers[0].next_probe.load(Ordering::Relaxed),
+            PROBING,
+            "no probe: the breaker stays open for good"
+        );
     }
 
     #[test]

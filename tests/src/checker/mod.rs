@@ -172,6 +172,10 @@ pub struct TopologyReport {
     pub exceptions: BTreeMap<&'static str, u64>,
     /// What broke the promise.
     pub violations: Vec<String>,
+    /// Per limiter, the share of its checks the store answered (admitted or denied), per
+    /// tenth of the traffic: a limiter that stays on its failure policy long after the faults
+    /// show here.
+    pub answered_by_store: Vec<String>,
     /// Wall time, servers included.
     pub took: Duration,
 }
@@ -250,6 +254,9 @@ impl fmt::Display for Report {
             }
             for (exception, n) in &topology.exceptions {
                 writeln!(f, "  {exception}: {n}")?;
+            }
+            for line in &topology.answered_by_store {
+                writeln!(f, "  {line}")?;
             }
             writeln!(f, "  violations: {}", topology.violations.len())?;
             for violation in topology.violations.iter().take(50) {
@@ -481,6 +488,8 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
                 .or_default() += 1;
         }
     }
+    let (answered_by_store, stuck) = answered_by_store(&records, traffic.limiters.len());
+    violations.extend(stuck);
     drop(traffic);
     drop(servers);
     TopologyReport {
@@ -489,8 +498,71 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
         faults,
         exceptions,
         violations,
+        answered_by_store,
         took: started.elapsed(),
     }
+}
+
+/// Per limiter, the percentage of its checks (calls that admit) the store answered, admitted
+/// or denied, in each tenth of the run; and the liveness violations it shows: a limiter the
+/// store answered at most 1 % of the time in three tenths in a row (longer than any fault
+/// holds, at CI size too), while it answered another limiter of the same servers at least 30 %
+/// of the time in each (its breaker stuck open: no fault explains it).
+fn answered_by_store(records: &[Record], limiters: usize) -> (Vec<String>, Vec<String>) {
+    let end = records
+        .iter()
+        .map(|record| record.started)
+        .max()
+        .unwrap_or_default()
+        .as_secs_f64()
+        .max(1e-3);
+    let shares: Vec<[(u64, u64); 10]> = (0..limiters)
+        .map(|limiter| {
+            let mut tenths = [(0_u64, 0_u64); 10];
+            for record in records
+                .iter()
+                .filter(|r| r.limiter == limiter && r.kind.admits())
+            {
+                let tenth = ((record.started.as_secs_f64() / end * 10.0) as usize).min(9);
+                tenths[tenth].1 += 1;
+                if matches!(record.outcome, Outcome::Admitted | Outcome::Denied) {
+                    tenths[tenth].0 += 1;
+                }
+            }
+            tenths
+        })
+        .collect();
+    let percent = |&(store, all): &(u64, u64)| store * 100 / all.max(1);
+    let lines = shares
+        .iter()
+        .enumerate()
+        .map(|(limiter, tenths)| {
+            let shown: Vec<String> = tenths.iter().map(|t| format!("{}%", percent(t))).collect();
+            format!(
+                "answered by the store, limiter {limiter}, per tenth of the run: {}",
+                shown.join(" ")
+            )
+        })
+        .collect();
+    let mut stuck = Vec::new();
+    for (limiter, tenths) in shares.iter().enumerate() {
+        let starved = |tenth: usize| {
+            tenths[tenth].1 > 0
+                && percent(&tenths[tenth]) <= 1
+                && shares
+                    .iter()
+                    .enumerate()
+                    .any(|(other, theirs)| other != limiter && percent(&theirs[tenth]) >= 30)
+        };
+        if let Some(first) = (0..8).find(|&tenth| (tenth..tenth + 3).all(starved)) {
+            stuck.push(format!(
+                "liveness: the store answered limiter {limiter} at most 1 % of the time from tenth \
+                 {first} of the run on, for three tenths, while it answered another at least 30 % \
+                 of the time (a breaker stuck open?)"
+            ));
+        }
+    }
+    (lines, stuck)
 }
 
 /// Every call returned within its bound.
@@ -681,6 +753,7 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
         faults: BTreeMap::from([("proxy stall", 1)]),
         exceptions: verdict.exceptions,
         violations,
+        answered_by_store: Vec::new(),
         took: started.elapsed(),
     };
     Report {
