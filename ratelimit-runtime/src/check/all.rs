@@ -330,9 +330,6 @@ impl Shared {
         at: Option<u64>,
         error: StoreError,
     ) -> Result<(Vec<Decision>, Records), RateLimitError> {
-        if let StoreError::Misconfigured(_) = error {
-            return Err(error.into());
-        }
         self.health.answered_by_policy();
         let key = limits.first().map_or("", |limit| limit.key);
         telemetry::policy_answered(scope, key, &error, self.answering_policy());

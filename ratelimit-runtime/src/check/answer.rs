@@ -193,9 +193,6 @@ impl Shared {
         at: Option<u64>,
         error: StoreError,
     ) -> Result<Decision, RateLimitError> {
-        if let StoreError::Misconfigured(_) = error {
-            return Err(error.into());
-        }
         let policy = self.answering_policy();
         // One bad key, or one refused call, is not an outage: other keys keep their store,
         // and the logs stay quiet about recoveries that are not (each is told once).

@@ -123,16 +123,14 @@ pub(crate) fn subjects() -> Vec<Subject> {
         .filter(|&(function, user)| !function.leased() || user == USERS[0])
         .chain([(Function::Solo, SOLO)]);
     for (function, user) in callers {
-        {
-            for (key, rate, scope) in function.limits(user) {
-                subjects.push(Subject {
-                    name: format!("{key} ({})", function.name()),
-                    key,
-                    rate,
-                    caller: Caller::Function(function, user),
-                    scope: Some((scope, user)),
-                });
-            }
+        for (key, rate, scope) in function.limits(user) {
+            subjects.push(Subject {
+                name: format!("{key} ({})", function.name()),
+                key,
+                rate,
+                caller: Caller::Function(function, user),
+                scope: Some((scope, user)),
+            });
         }
     }
     for user in USERS {
