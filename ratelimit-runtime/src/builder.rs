@@ -288,7 +288,7 @@ impl LimiterBuilder {
     /// [`timeout`](LimiterBuilder::timeout) of the whole check (else the check times out
     /// first; Redis checks a blocked `WAIT` at its `hz`, 10 by default, so leave about 100 ms
     /// between the two). A server without the replicas asked for stays degraded: every check
-    /// is the policy's, and each probe still records its call on the master; zero replicas, or a `timeout` of zero or not shorter than the check's, are
+    /// is the policy's (each probe, in the background, pays the wait); zero replicas, or a `timeout` of zero or not shorter than the check's, are
     /// rejected by [`build`](LimiterBuilder::build) (`InvalidConfig`).
     #[must_use]
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {

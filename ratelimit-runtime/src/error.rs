@@ -305,9 +305,9 @@ pub enum StoreError {
     #[error("rate limit store did not answer within {0:?}")]
     Timeout(Duration),
     /// The store has been failing for this long (an outage: down, stalled, unreachable), so
-    /// the check was not sent to it. While a store fails, the limiter sends it one probe at a
-    /// time, at most every 100 ms, and answers every other check at once by its
-    /// [`FailurePolicy`](crate::FailurePolicy): the circuit breaker is open.
+    /// the check was not sent to it. While a store fails, the limiter answers every check at
+    /// once by its [`FailurePolicy`](crate::FailurePolicy) (the circuit breaker is open), and
+    /// probes the store in the background, one probe at a time, at most every 100 ms.
     #[error(
         "rate limit store failing for the last {} (circuit open: not asked; probed at most \
          every 100 ms)",

@@ -1,6 +1,7 @@
 //! The store's health as a limiter sees it: circuit breakers that open on an outage, so that
-//! a Redis that is down or stalled costs one probe at a time instead of a timeout per check,
-//! and a log of each outage once when it starts and once when it ends.
+//! a Redis that is down or stalled costs no caller a timeout but the first (its probes run in
+//! the background, one at a time), and a log of each outage once when it starts and once when
+//! it ends.
 //!
 //! One breaker for a Redis server; for a Redis Cluster, one per hash slot, so that a failed
 //! master opens the breakers of its own slots only: the first to fail, and then (once the
@@ -12,13 +13,13 @@
 //! | --- | --- | --- |
 //! | closed | `down_since` before the outage (or no outage), whatever `next_probe` holds | goes to the store |
 //! | open | `down_since` in the outage, `next_probe` later than now | is answered by the policy |
-//! | probing | open, and `next_probe == PROBING` | is answered by the policy (one probe is in flight) |
+//! | probing | open, and `next_probe == PROBING` | is answered by the policy (one probe is in flight, in the background) |
 //! | following | `down_since` in the outage, `leader` another part | as the leader's breaker (closed while it is; its probes stand for both) |
 //!
 //! | from | event | to |
 //! | --- | --- | --- |
 //! | closed | a check fails with an outage ([`Health::failed`]); the first starts the outage (warn) | open, next probe a [`PROBE_INTERVAL`] later |
-//! | open | a check comes once the next probe is due ([`Health::route`]) | probing: that check is the probe |
+//! | open | a check comes once the next probe is due ([`Health::route`]) | probing: that check's caller starts the probe in the background, and is answered by the policy |
 //! | probing | the probe is answered ([`Health::succeeded`]) | closed; the outage ends (info) if no part failed for [`QUIET`] (at once with one breaker) |
 //! | probing | the probe fails, or is dropped unanswered ([`Health::end_probe`]) | open, next probe a [`PROBE_INTERVAL`] later |
 //! | open, probing | a check sent before it opened is answered by the store ([`Health::succeeded`]) | closed (a probe in flight ends by itself) |
@@ -104,11 +105,16 @@ impl Default for Breaker {
 
 /// Whether a check goes to the store.
 pub(crate) enum Route {
-    /// Yes; `Some(part)` when it is the probe of `part`'s open breaker (its own, or its
-    /// leader's), to be ended by [`Health::end_probe`] or by the check's answer.
-    Store(Option<usize>),
-    /// No: the breaker is open; answer by the policy with this error.
-    Policy(StoreError),
+    /// Yes.
+    Store,
+    /// No: the breaker is open; answer by the policy with `error`. `probe`: the check found
+    /// the next probe of that part's breaker (its own, or its leader's) due and claimed it;
+    /// its caller starts the probe in the background, to be ended by its answer
+    /// ([`Health::succeeded`], [`Health::failed`]) or by [`Health::end_probe`].
+    Policy {
+        error: StoreError,
+        probe: Option<usize>,
+    },
 }
 
 impl Health {
@@ -130,7 +136,7 @@ impl Health {
     pub(crate) fn route(&self, part: impl FnOnce() -> usize) -> Route {
         let outage = self.outage_since.load(Ordering::Relaxed);
         if outage == 0 {
-            return Route::Store(None);
+            return Route::Store;
         }
         let part = part();
         let breaker = self.breaker(part);
@@ -140,7 +146,7 @@ impl Health {
         let since = breaker.down_since.load(Ordering::Acquire);
         if since < outage {
             // Closed, or opened in an earlier outage.
-            return Route::Store(None);
+            return Route::Store;
         }
         let now = self.nanos();
         let leader = breaker.leader.load(Ordering::Relaxed);
@@ -148,28 +154,27 @@ impl Health {
             // Open with its master: the leader's probes stand for it, and it may make one.
             let leading = self.breaker(leader as usize);
             if leading.down_since.load(Ordering::Relaxed) < outage {
-                return Route::Store(None);
+                return Route::Store;
             }
             (leader as usize, leading)
         } else {
             (part, breaker)
         };
         let next = breaker.next_probe.load(Ordering::Relaxed);
-        if next <= now
+        let probe = (next <= now
             && breaker
                 .next_probe
                 .compare_exchange(next, PROBING, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            return Route::Store(Some(part));
+                .is_ok())
+        .then_some(part);
+        Route::Policy {
+            error: StoreError::CircuitOpen(Duration::from_nanos(now.saturating_sub(since))),
+            probe,
         }
-        Route::Policy(StoreError::CircuitOpen(Duration::from_nanos(
-            now.saturating_sub(since),
-        )))
     }
 
-    /// Ends a probe of part `part` that got no answer (its check was dropped): the next one
-    /// may start a probe interval from now.
+    /// Ends a probe of part `part` that got no answer (dropped unfinished, or never started):
+    /// the next one may start a probe interval from now.
     pub(crate) fn end_probe(&self, part: usize) {
         let breaker = self.breaker(part);
         let next = self.nanos().saturating_add(interval_nanos());
@@ -179,7 +184,7 @@ impl Health {
                 .compare_exchange(PROBING, next, Ordering::AcqRel, Ordering::Relaxed);
     }
 
-    /// A check of part `part` the store answered (`probe`: the check was its probe): closes
+    /// A call to part `part` the store answered (`probe`: the call was its probe): closes
     /// its breaker, and ends the outage when no other part failed lately (at once with a
     /// single breaker). A probe still in flight is left to end by itself.
     pub(crate) fn succeeded(&self, part: impl FnOnce() -> usize, probe: bool) {
@@ -216,8 +221,8 @@ impl Health {
         }
     }
 
-    /// A check of part `part` the store failed with an outage (not a one-key error): opens
-    /// its breaker until a probe interval from now (`probe`: the check was its probe; a
+    /// A call to part `part` the store failed with an outage (not a one-key error): opens
+    /// its breaker until a probe interval from now (`probe`: the call was its probe; a
     /// probe in flight is left to end by itself), logging the start of an outage when none
     /// is under way. `true` when this failure opened the breaker (it was closed).
     pub(crate) fn failed(
@@ -349,25 +354,41 @@ mod tests {
     #[test]
     fn closed_until_an_outage_then_one_probe_at_a_time() {
         let health = Health::new(1);
-        assert!(matches!(health.route(|| 0), Route::Store(None)));
+        assert!(matches!(health.route(|| 0), Route::Store));
         health.failed(0, &outage(), FailurePolicy::Local, false);
         assert!(health.in_outage());
         // Within the probe interval: every check is answered by the policy.
-        let Route::Policy(StoreError::CircuitOpen(_)) = health.route(|| 0) else {
+        let Route::Policy {
+            error: StoreError::CircuitOpen(_),
+            probe: None,
+        } = health.route(|| 0)
+        else {
             panic!("the breaker did not open");
         };
         // Once the interval has passed: one probe, and only one while it is in flight.
         probe_due(&health, 0);
-        assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
-        assert!(matches!(health.route(|| 0), Route::Policy(_)));
+        assert!(matches!(
+            health.route(|| 0),
+            Route::Policy { probe: Some(_), .. }
+        ));
+        assert!(matches!(
+            health.route(|| 0),
+            Route::Policy { probe: None, .. }
+        ));
         // A probe dropped unanswered: the next waits a probe interval.
         health.end_probe(0);
-        assert!(matches!(health.route(|| 0), Route::Policy(_)));
+        assert!(matches!(
+            health.route(|| 0),
+            Route::Policy { probe: None, .. }
+        ));
         probe_due(&health, 0);
-        assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
+        assert!(matches!(
+            health.route(|| 0),
+            Route::Policy { probe: Some(_), .. }
+        ));
         health.succeeded(|| 0, true);
         assert!(!health.in_outage());
-        assert!(matches!(health.route(|| 0), Route::Store(None)));
+        assert!(matches!(health.route(|| 0), Route::Store));
     }
 
     /// A probe whose answer comes after an older check's success ended the outage still
@@ -379,7 +400,10 @@ mod tests {
         let health = Health::new(1);
         health.failed(0, &outage(), FailurePolicy::Local, false);
         probe_due(&health, 0);
-        assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
+        assert!(matches!(
+            health.route(|| 0),
+            Route::Policy { probe: Some(_), .. }
+        ));
         // A check sent before the outage is answered: the outage ends.
         health.succeeded(|| 0, false);
         assert!(!health.in_outage());
@@ -387,7 +411,10 @@ mod tests {
         health.succeeded(|| 0, true);
         // A new outage: its first probe is scheduled a probe interval on, not left claimed.
         health.failed(0, &outage(), FailurePolicy::Local, false);
-        assert!(matches!(health.route(|| 0), Route::Policy(_)));
+        assert!(matches!(
+            health.route(|| 0),
+            Route::Policy { probe: None, .. }
+        ));
         assert_ne!(
             health.breakers[0].next_probe.load(Ordering::Relaxed),
             PROBING,
@@ -400,7 +427,10 @@ mod tests {
         let health = Health::new(1);
         health.failed(0, &outage(), FailurePolicy::Local, false);
         probe_due(&health, 0);
-        assert!(matches!(health.route(|| 0), Route::Store(Some(_))));
+        assert!(matches!(
+            health.route(|| 0),
+            Route::Policy { probe: Some(_), .. }
+        ));
         // An older check failing meanwhile leaves the probe in flight alone.
         health.failed(0, &outage(), FailurePolicy::Local, false);
         assert_eq!(
@@ -408,7 +438,10 @@ mod tests {
             PROBING
         );
         health.failed(0, &outage(), FailurePolicy::Local, true);
-        assert!(matches!(health.route(|| 0), Route::Policy(_)));
+        assert!(matches!(
+            health.route(|| 0),
+            Route::Policy { probe: None, .. }
+        ));
         assert!(health.in_outage());
     }
 
@@ -419,50 +452,65 @@ mod tests {
         health.epoch -= Duration::from_secs(10);
         health.failed(3, &outage(), FailurePolicy::Closed, false);
         health.failed(3, &outage(), FailurePolicy::Closed, false);
-        assert!(matches!(health.route(|| 3), Route::Policy(_)));
-        assert!(matches!(health.route(|| 4), Route::Store(None)));
+        assert!(matches!(
+            health.route(|| 3),
+            Route::Policy { probe: None, .. }
+        ));
+        assert!(matches!(health.route(|| 4), Route::Store));
         // Part 4 answering does not end the outage while part 3 failed lately.
         health.succeeded(|| 4, false);
         assert!(health.in_outage());
-        assert!(matches!(health.route(|| 3), Route::Policy(_)));
+        assert!(matches!(
+            health.route(|| 3),
+            Route::Policy { probe: None, .. }
+        ));
         // Once quiet, an answer ends it; part 3's breaker is then stale, and closed.
         health.last_failure.store(0, Ordering::Relaxed);
         health.succeeded(|| 4, false);
         assert!(!health.in_outage());
         health.failed(5, &outage(), FailurePolicy::Closed, false);
-        assert!(matches!(health.route(|| 3), Route::Store(None)));
-        assert!(matches!(health.route(|| 5), Route::Policy(_)));
+        assert!(matches!(health.route(|| 3), Route::Store));
+        assert!(matches!(
+            health.route(|| 5),
+            Route::Policy { probe: None, .. }
+        ));
     }
 
     #[test]
     fn a_failed_masters_ranges_open_together() {
         let health = Health::new(16_384);
         health.open_ranges(&[(0, 10)], 3);
-        assert!(
-            matches!(health.route(|| 5), Route::Store(None)),
-            "no outage yet"
-        );
+        assert!(matches!(health.route(|| 5), Route::Store), "no outage yet");
         health.failed(3, &outage(), FailurePolicy::Closed, false);
         health.open_ranges(&[(0, 10), (100, 101)], 3);
         for part in [0, 5, 10, 100, 101] {
-            assert!(matches!(health.route(|| part), Route::Policy(_)), "{part}");
+            assert!(
+                matches!(health.route(|| part), Route::Policy { probe: None, .. }),
+                "{part}"
+            );
         }
-        assert!(matches!(health.route(|| 11), Route::Store(None)));
-        assert!(matches!(health.route(|| 102), Route::Store(None)));
+        assert!(matches!(health.route(|| 11), Route::Store));
+        assert!(matches!(health.route(|| 102), Route::Store));
         // One probe for them all, on the leader's breaker, whichever slot's check makes it.
         for part in [3, 5, 100] {
             probe_due(&health, part);
         }
-        assert!(matches!(health.route(|| 5), Route::Store(Some(3))));
-        assert!(matches!(health.route(|| 100), Route::Policy(_)));
-        assert!(matches!(health.route(|| 3), Route::Policy(_)));
+        assert!(matches!(
+            health.route(|| 5),
+            Route::Policy { probe: Some(3), .. }
+        ));
+        assert!(matches!(
+            health.route(|| 100),
+            Route::Policy { probe: None, .. }
+        ));
+        assert!(matches!(
+            health.route(|| 3),
+            Route::Policy { probe: None, .. }
+        ));
         // The leader's answer closes them all.
         health.succeeded(|| 3, true);
         for part in [0, 5, 10, 100, 101] {
-            assert!(
-                matches!(health.route(|| part), Route::Store(None)),
-                "{part}"
-            );
+            assert!(matches!(health.route(|| part), Route::Store), "{part}");
         }
     }
 
@@ -474,7 +522,7 @@ mod tests {
         health.failed(200, &outage(), FailurePolicy::Closed, false); // another master
         health.succeeded(|| 3, false);
         health.open_ranges(&[(0, 10)], 3);
-        assert!(matches!(health.route(|| 5), Route::Store(None)));
+        assert!(matches!(health.route(|| 5), Route::Store));
     }
 
     #[test]
@@ -489,7 +537,10 @@ mod tests {
         assert!(health.failed(5, &outage(), FailurePolicy::Closed, false));
         assert!(!health.failed(5, &outage(), FailurePolicy::Closed, false));
         health.open_ranges(&[(0, 10)], 5);
-        assert!(matches!(health.route(|| 7), Route::Policy(_)));
+        assert!(matches!(
+            health.route(|| 7),
+            Route::Policy { probe: None, .. }
+        ));
     }
 
     #[test]

@@ -70,9 +70,10 @@ use crate::testing::ManualClock;
 /// When the store cannot answer, the [`FailurePolicy`] decides (default: `Local`). After a
 /// failure of the store (anything but an error about one key's value: a timeout, a refused
 /// connection, a wrong password, a TLS failure), the circuit breaker opens: every check is
-/// answered by the policy at once, without waiting on the store, except one probe at a time,
-/// at most every 100 ms; the first probe the store answers closes it (one breaker per server;
-/// in a cluster one per hash slot, a failed slot opening its master's other slots with it). A
+/// answered by the policy at once, without waiting on the store, while a probe that records
+/// nothing runs in the background, one at a time, at most every 100 ms (started by a check);
+/// the first probe the store answers closes it (one breaker per server; in a cluster one per
+/// hash slot, a failed slot opening its master's other slots with it). A
 /// Redis call whose caller stops waiting is handed to the runtime, so that it reaches its end,
 /// and tells the breaker, all the same. Each outage is logged once when it starts (warn) and
 /// once when it ends (info, with its length and the number of checks the policy answered),
@@ -610,7 +611,8 @@ mod tests {
             let _ = limiter.check("k", rate).await;
         }
         for _ in 0..3 {
-            // Past the breaker's probe interval: this check is its probe, answered (refused).
+            // Past the breaker's probe interval: this check starts its probe, answered
+            // (refused) in the background.
             tokio::time::sleep(crate::health::PROBE_INTERVAL * 2).await;
             let _ = limiter.check("k", rate).await;
         }

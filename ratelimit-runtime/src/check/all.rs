@@ -32,14 +32,12 @@ use futures_util::future::join_all;
 use super::answer::open_admission;
 use super::deny_cache::Ticket;
 use super::future::Checking;
-use super::remote::EndProbe;
 use super::shared::Shared;
 use crate::clock;
 use crate::decision::Decision;
 use crate::decisions::Decisions;
 use crate::error::{RateLimitError, StoreError};
 use crate::headers::is_label;
-use crate::health::Route;
 use crate::limit::{Limit, LimitRef};
 use crate::policy::FailurePolicy;
 use crate::runtime::{HandOff, Runtime};
@@ -381,10 +379,7 @@ impl Shared {
         };
         let mut parts = Vec::new();
         for (part, members) in self.parts_of(limits) {
-            let route = match self.health.route(|| part) {
-                Route::Store(probe) => Ok(probe),
-                Route::Policy(error) => Err(error),
-            };
+            let route = self.breaker_route(|| part, limits[members[0]]);
             parts.push(Part {
                 part,
                 members,
@@ -394,12 +389,7 @@ impl Shared {
         if self.answering_policy() == FailurePolicy::Closed
             && let Some(failed) = parts.iter().position(|part| part.route.is_err())
         {
-            // Fails without sending anything: the probes claimed end unanswered.
-            for part in &parts {
-                if let Ok(Some(probe)) = part.route {
-                    self.health.end_probe(probe);
-                }
-            }
+            // Fails without sending anything.
             self.settle_all(&tickets, limits, None);
             let Err(error) = parts.swap_remove(failed).route else {
                 unreachable!("the part's route is the policy's")
@@ -469,18 +459,13 @@ impl Shared {
         let limits = borrowed(&owned);
         let admission = self.store.admission();
         let calls = parts.iter().filter_map(|part| {
-            let probe = *part.route.as_ref().ok()?;
+            part.route.as_ref().ok()?;
             let refs: Vec<LimitRef<'_>> = part.members.iter().map(|&i| limits[i]).collect();
             let index = part.part;
             let shared = &self;
             Some(async move {
-                // Ends the probe if the call is dropped unfinished (a runtime shutting down).
-                let unanswered = probe.map(|part| EndProbe::new(Arc::clone(shared), part));
                 let outcome = shared.store.check_all(&refs, &admission, at).await;
-                shared.settle(outcome.as_ref().err(), || index, probe);
-                if let Some(end) = unanswered {
-                    end.disarm();
-                }
+                shared.settle(outcome.as_ref().err(), || index, false);
                 outcome
             })
         });
@@ -499,7 +484,7 @@ impl Shared {
         let local_at = at.unwrap_or_else(clock::now_us);
         for (index, part) in parts.iter_mut().enumerate() {
             let sent = part.route.is_ok();
-            let outcome = match std::mem::replace(&mut part.route, Ok(None)) {
+            let outcome = match std::mem::replace(&mut part.route, Ok(())) {
                 Ok(_) => answers.next().expect("one answer per call"),
                 Err(error) => Err(error),
             };
@@ -576,7 +561,7 @@ impl Shared {
                     // something new (a failure here would push back the probe of a node that
                     // may have recovered since).
                     if shared.store.refund(&refs, &admission, now).await.is_ok() {
-                        shared.settle(None, || part, None);
+                        shared.settle(None, || part, false);
                     }
                     shared.forget_denials(refs.iter().map(|limit| limit.key));
                 });
@@ -648,7 +633,7 @@ impl Shared {
             let refs: Vec<LimitRef<'_>> = part.members.iter().map(|&i| limits[i]).collect();
             async move {
                 let outcome = self.store.refund(&refs, admission, now).await;
-                self.settle(outcome.as_ref().err(), || part.part, None);
+                self.settle(outcome.as_ref().err(), || part.part, false);
                 match outcome {
                     Ok(decisions) => Some(decisions),
                     Err(error) => {
@@ -663,11 +648,11 @@ impl Shared {
 }
 
 /// One part of a check's limits: the part, the indices of its limits, and its route (to the
-/// store, as the probe of its open breaker when `Some`; or the policy's, with the error).
+/// store; or the policy's, with the error).
 struct Part {
     part: usize,
     members: Vec<usize>,
-    route: Result<Option<usize>, StoreError>,
+    route: Result<(), StoreError>,
 }
 
 /// [`FailurePolicy::Open`]'s answers to `limits`.

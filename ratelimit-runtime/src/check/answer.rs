@@ -3,13 +3,13 @@
 //! still exact: `deny_cache.rs`), the failure policy's (a store that is unusable, or whose
 //! circuit breaker is open), or the way to the store.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::deny_cache::{Lookup, Ticket};
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
-use crate::health::Route;
 use crate::limit::LimitRef;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
@@ -24,12 +24,9 @@ pub(super) enum Next {
     InProcess(Verdict),
     /// Answered without the store: the deny cache's or the failure policy's answer.
     Answered(Result<Decision, RateLimitError>),
-    /// To the store, over the network; as the probe of the open breaker of part `probe` when
-    /// it is `Some`; its answer kept in the deny cache with `ticket`, if any.
-    Remote {
-        probe: Option<usize>,
-        ticket: Option<Ticket>,
-    },
+    /// To the store, over the network; its answer kept in the deny cache with `ticket`, if
+    /// any.
+    Remote { ticket: Option<Ticket> },
 }
 
 impl Shared {
@@ -44,7 +41,7 @@ impl Shared {
     /// registers on the in-process path.
     #[inline(always)]
     pub(super) fn next(
-        &self,
+        self: &Arc<Self>,
         scope: Option<&str>,
         limit: LimitRef<'_>,
         at: Option<u64>,
@@ -80,7 +77,7 @@ impl Shared {
     /// into its future stays small.
     #[inline(never)]
     fn route(
-        &self,
+        self: &Arc<Self>,
         scope: Option<&str>,
         limit: LimitRef<'_>,
         at: Option<u64>,
@@ -106,9 +103,9 @@ impl Shared {
             }
             Err(ticket) => ticket,
         };
-        match self.health.route(|| self.store.part_of(limit)) {
-            Route::Store(probe) => Next::Remote { probe, ticket },
-            Route::Policy(error) => {
+        match self.breaker_route(|| self.store.part_of(limit), limit) {
+            Ok(()) => Next::Remote { ticket },
+            Err(error) => {
                 self.settle_denial(ticket, limit, None);
                 let result = self.answer_by_policy(scope, limit, at, error);
                 Next::Answered(self.answered(scope, limit.key, result, timer))

@@ -125,7 +125,7 @@ impl Future for Checking<'_> {
         } else {
             span.in_scope(next)
         };
-        let (probe, ticket) = match next {
+        let ticket = match next {
             Next::InProcess(verdict) => {
                 this.done = true;
                 let decision = verdict.decision(rate);
@@ -138,7 +138,7 @@ impl Future for Checking<'_> {
                 this.done = true;
                 return Poll::Ready(result);
             }
-            Next::Remote { probe, ticket } => (probe, ticket),
+            Next::Remote { ticket } => ticket,
         };
         let Stage::Key(key) = std::mem::replace(&mut this.stage, Stage::Taken) else {
             unreachable!("the key was borrowed from this stage above")
@@ -154,7 +154,6 @@ impl Future for Checking<'_> {
                             cost,
                         },
                         at,
-                        probe,
                         ticket,
                     )
                     .await;

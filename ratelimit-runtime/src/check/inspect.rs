@@ -6,11 +6,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::remote::EndProbe;
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
-use crate::health::Route;
 use crate::layout::ScopeKeys;
 use crate::limit::LimitRef;
 use crate::policy::FailurePolicy;
@@ -44,9 +42,9 @@ impl Shared {
                 return Err(super::answer::counter_name_error());
             }
             let owned = key.to_owned();
-            let part = self.store.part_of(LimitRef { key, rate, cost: 1 });
+            let limit = LimitRef { key, rate, cost: 1 };
             let outcome = self
-                .remote_op(part, move |shared| async move {
+                .remote_op(limit, move |shared| async move {
                     let limit = LimitRef {
                         key: &owned,
                         rate,
@@ -88,7 +86,13 @@ impl Shared {
             return Err(super::answer::counter_name_error());
         }
         let owned = key.to_owned();
-        self.remote_op(self.store.part(key), move |shared| async move {
+        // Its part is its log's: a log of the key stands for it.
+        let log = LimitRef {
+            key,
+            rate: Rate::new_const(1, std::time::Duration::from_secs(1)),
+            cost: 1,
+        };
+        self.remote_op(log, move |shared| async move {
             let outcome = shared.store.reset(&owned).await;
             // After the reset: a denial sent before it and cached meanwhile goes too. This
             // process's leases of the key stay: the reset kept their reserves.
@@ -146,13 +150,14 @@ impl Shared {
             .map_err(RateLimitError::from)
     }
 
-    /// Runs `op` on the store's `part`, as a check's remote leg runs: through the part's
-    /// circuit breaker (its open breaker answers at once), and handed to the runtime when its
-    /// caller stops waiting, so that its outcome still reaches the breakers. Outside a runtime,
-    /// or for an unusable store, the error, with nothing settled.
+    /// Runs `op` on the store's part that holds `limit`'s state, as a check of `limit`'s
+    /// remote leg runs: through the part's circuit breaker (its open breaker answers at once),
+    /// and handed to the runtime when its caller stops waiting, so that its outcome still
+    /// reaches the breakers. Outside a runtime, or for an unusable store, the error, with
+    /// nothing settled.
     pub(super) async fn remote_op<T, F, Op>(
         self: &Arc<Self>,
-        part: usize,
+        limit: LimitRef<'_>,
         op: Op,
     ) -> Result<T, StoreError>
     where
@@ -166,14 +171,9 @@ impl Shared {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
-        let probe = match self.health.route(|| part) {
-            Route::Store(probe) => probe,
-            Route::Policy(error) => return Err(error),
-        };
-        // Ends the probe if the call is dropped unfinished (even before its first poll).
-        let unanswered = probe.map(|part| EndProbe::new(Arc::clone(self), part));
-        self.handed_off(runtime, op(Arc::clone(self)), part, probe, unanswered)
-            .await
+        let part = self.store.part_of(limit);
+        self.breaker_route(|| part, limit)?;
+        self.handed_off(runtime, op(Arc::clone(self)), part).await
     }
 
     /// The failure policy's answer to a look the store could not give (`error`): `Open`, an

@@ -47,7 +47,7 @@ impl Shared {
     ) -> Result<Decision, RateLimitError> {
         if max_size(limit.rate) < 2 {
             // A lease could hold no reserve: a plain check, never one after another.
-            return self.direct(scope, limit, None, None, ticket).await;
+            return self.direct(scope, limit, None, ticket).await;
         }
         let timer = Timer::start();
         let lease = self.leases.lease(limit);
@@ -57,13 +57,13 @@ impl Shared {
             // Outside a runtime there are no timers to wait with: the check goes on its own
             // (and is answered by the failure policy).
             None if Runtime::current().is_none() => {
-                return self.direct(scope, limit, None, None, ticket).await;
+                return self.direct(scope, limit, None, ticket).await;
             }
             // A renewal is on its way: its outcome, within the store's timeout (the renewal
             // itself is bounded by it), else a check of its own.
             None => match runtime::timeout(self.store.timeout(), lease.lock()).await {
                 Ok(renewing) => renewing,
-                Err(_) => return self.direct(scope, limit, None, None, ticket).await,
+                Err(_) => return self.direct(scope, limit, None, ticket).await,
             },
         };
         let after = self.leases.after_wait(limit, seen, self.store.timeout());
@@ -80,7 +80,7 @@ impl Shared {
             } => (wanted, give_back, token),
             AfterWait::Direct => {
                 drop(renewing);
-                return self.direct(scope, limit, None, None, ticket).await;
+                return self.direct(scope, limit, None, ticket).await;
             }
         };
         let Some(runtime) = Runtime::current() else {
@@ -159,7 +159,7 @@ impl Shared {
             }
             Ok(grant.decision)
         };
-        self.handed_off(runtime, call, part, None, None).await
+        self.handed_off(runtime, call, part).await
     }
 
     /// Gives back, in the background, the unspent reserve of an ended lease of `limit`: its

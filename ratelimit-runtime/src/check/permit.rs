@@ -152,8 +152,7 @@ impl Shared {
                 }
                 Where::Store { admission, now } => {
                     let owned = owned(&chosen);
-                    let part = self.store.part_of(chosen[0]);
-                    calls.push(self.remote_op(part, move |shared| async move {
+                    calls.push(self.remote_op(chosen[0], move |shared| async move {
                         let limits = borrowed(&owned);
                         let outcome = shared.store.refund(&limits, &admission, now).await;
                         // Freed units (or maybe, when it failed): a cached denial of these

@@ -1,6 +1,7 @@
-//! The remote leg of a check: the store's call, with the circuit breakers' bookkeeping (and,
-//! in a cluster, the lookup that opens a failed master's other slots), run as a [`HandOff`]
-//! so that it reaches its end even when its caller stops waiting; then the failure policy's
+//! The remote leg of a check: the circuit breakers' route (and the probe of an open breaker,
+//! started in the background), the store's call with the breakers' bookkeeping (and, in a
+//! cluster, the lookup that opens a failed master's other slots), run as a [`HandOff`] so
+//! that it reaches its end even when its caller stops waiting; then the failure policy's
 //! answer when the store failed.
 
 use std::future::Future;
@@ -12,15 +13,15 @@ use super::deny_cache::Ticket;
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
+use crate::health::Route;
 use crate::limit::LimitRef;
 use crate::runtime::{HandOff, Runtime};
 use crate::telemetry::Timer;
 
 impl Shared {
     /// Checks `limit` at `at` (µs since the Unix epoch; `None`: the store's clock) with the
-    /// store; `probe`: the part whose open breaker the check probes (its key's, or in a
-    /// cluster the slot that stands for its master's); `ticket`: the deny cache's, which the
-    /// answer settles. Reported as [`Shared::next`]'s answers.
+    /// store; `ticket`: the deny cache's, which the answer settles. Reported as
+    /// [`Shared::next`]'s answers.
     ///
     /// # Errors
     ///
@@ -31,14 +32,12 @@ impl Shared {
         scope: Option<&str>,
         limit: LimitRef<'_>,
         at: Option<u64>,
-        probe: Option<usize>,
         ticket: Option<Ticket>,
     ) -> Result<Decision, RateLimitError> {
-        // A probe of an open breaker is one call, as plain as can be.
-        if limit.rate.is_leased() && at.is_none() && probe.is_none() {
+        if limit.rate.is_leased() && at.is_none() {
             return self.leased(scope, limit, ticket).await;
         }
-        self.direct(scope, limit, at, probe, ticket).await
+        self.direct(scope, limit, at, ticket).await
     }
 
     /// [`remote`](Shared::remote) without a lease: the check's own call to the store.
@@ -51,11 +50,10 @@ impl Shared {
         scope: Option<&str>,
         limit: LimitRef<'_>,
         at: Option<u64>,
-        probe: Option<usize>,
         ticket: Option<Ticket>,
     ) -> Result<Decision, RateLimitError> {
         let timer = Timer::start();
-        let outcome = match self.call(limit, at, probe, ticket) {
+        let outcome = match self.call(limit, at, ticket) {
             Ok(call) => call.await,
             Err(error) => {
                 self.settle_denial(ticket, limit, None);
@@ -81,11 +79,8 @@ impl Shared {
         self: &Arc<Self>,
         limit: LimitRef<'_>,
         at: Option<u64>,
-        probe: Option<usize>,
         ticket: Option<Ticket>,
     ) -> Result<HandOff<Result<Decision, StoreError>>, StoreError> {
-        // Ends the probe if the call is dropped unfinished (even before its first poll).
-        let unanswered = probe.map(|part| EndProbe::new(Arc::clone(self), part));
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
@@ -102,55 +97,98 @@ impl Shared {
             shared.settle_denial(ticket, limit, outcome.as_ref().ok());
             outcome
         };
-        Ok(self.handed_off(runtime, call, part, probe, unanswered))
+        Ok(self.handed_off(runtime, call, part))
     }
 
     /// `call`, a call to the part `part` of the store, as a [`HandOff`] to `runtime` that
-    /// tells the breakers how it went (`probe`: it probes that part's open breaker, whose
-    /// `unanswered` guard it then forgets), so that a caller that stops waiting still lets it
-    /// reach its end (bounded by the timeout) and settle.
+    /// tells the breakers how it went, so that a caller that stops waiting still lets it reach
+    /// its end (bounded by the timeout) and settle.
     pub(super) fn handed_off<T: Send + 'static>(
         self: &Arc<Self>,
         runtime: Runtime,
         call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
         part: usize,
-        probe: Option<usize>,
-        unanswered: Option<EndProbe>,
     ) -> HandOff<Result<T, StoreError>> {
         let shared = Arc::clone(self);
         // A map, not an `async` block: one would keep `call` twice (captured, then awaited).
         let settled = call.map(move |outcome| {
-            shared.settle(outcome.as_ref().err(), || part, probe);
-            if let Some(end) = unanswered {
-                end.disarm();
-            }
+            shared.settle(outcome.as_ref().err(), || part, false);
             outcome
         });
         HandOff::new(settled, runtime)
     }
 
+    /// Whether a call of `limit` (to the part `part` gives, worked out only during an outage)
+    /// goes to the store: `Err` with the error the policy answers it with while the part's
+    /// breaker is open. A call that finds the breaker's next probe due starts it, in the
+    /// background ([`probe`](Shared::probe)), and is answered by the policy as the others
+    /// are: no caller waits on a store that failed lately.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::CircuitOpen`] while the breaker is open.
+    #[inline]
+    pub(super) fn breaker_route(
+        self: &Arc<Self>,
+        part: impl FnOnce() -> usize,
+        limit: LimitRef<'_>,
+    ) -> Result<(), StoreError> {
+        match self.health.route(part) {
+            Route::Store => Ok(()),
+            Route::Policy { error, probe } => {
+                if let Some(probe) = probe {
+                    self.probe(probe, limit);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Starts on the runtime the probe of part `part`'s open breaker, claimed by a call of
+    /// `limit`: [`Store::probe`](crate::store::Store::probe) of the node that holds `limit`'s
+    /// state (in a cluster, the master of `part`: `limit`'s slot, or the slot that stands for
+    /// its master's), whose outcome closes the breaker or keeps it open. Outside a runtime,
+    /// or dropped unfinished by a runtime shutting down, it ends unanswered.
+    #[cold]
+    fn probe(self: &Arc<Self>, part: usize, limit: LimitRef<'_>) {
+        let unanswered = EndProbe::new(Arc::clone(self), part);
+        let Some(runtime) = Runtime::current() else {
+            return;
+        };
+        let shared = Arc::clone(self);
+        let (key, rate) = (limit.key.to_owned(), limit.rate);
+        runtime.spawn(async move {
+            let limit = LimitRef {
+                key: &key,
+                rate,
+                cost: 1,
+            };
+            let outcome = shared.store.probe(limit).await;
+            shared.settle(outcome.as_ref().err(), || part, true);
+            unanswered.disarm();
+        });
+    }
+
     /// Tells the breakers how a call of the part `part` gives (worked out only when needed)
-    /// went: answered, or failed with `error` (`probe`: it probed that part).
+    /// went: answered, or failed with `error` (`probe`: it was that part's probe).
     pub(super) fn settle(
         self: &Arc<Self>,
         error: Option<&StoreError>,
         part: impl FnOnce() -> usize,
-        probe: Option<usize>,
+        probe: bool,
     ) {
-        // The breaker the outcome is recorded against.
-        let part = || probe.unwrap_or_else(part);
         match error {
             Some(error) if error.is_outage() => {
                 let part = part();
-                let opened =
-                    self.health
-                        .failed(part, error, self.answering_policy(), probe.is_some());
+                let opened = self
+                    .health
+                    .failed(part, error, self.answering_policy(), probe);
                 if opened && self.store.parts() > 1 {
                     self.open_group_of(part);
                 }
             }
             // The store answered, even if with an error about this one key.
-            _ => self.health.succeeded(part, probe.is_some()),
+            _ => self.health.succeeded(part, probe),
         }
     }
 
@@ -175,7 +213,7 @@ impl Shared {
 /// once the probe was answered (it still lets go of the shared state then: a guard that was
 /// forgotten instead kept a dropped limiter's state, its deny cache and its Sentinel watch,
 /// alive for good).
-pub(super) struct EndProbe {
+struct EndProbe {
     shared: Arc<Shared>,
     part: usize,
     armed: bool,
@@ -183,7 +221,7 @@ pub(super) struct EndProbe {
 
 impl EndProbe {
     /// Ends the probe of `part` of `shared`'s breakers when dropped.
-    pub(super) fn new(shared: Arc<Shared>, part: usize) -> EndProbe {
+    fn new(shared: Arc<Shared>, part: usize) -> EndProbe {
         EndProbe {
             shared,
             part,
@@ -192,7 +230,7 @@ impl EndProbe {
     }
 
     /// The probe was answered (and settled): dropping the guard ends nothing.
-    pub(super) fn disarm(mut self) {
+    fn disarm(mut self) {
         self.armed = false;
     }
 }
@@ -240,14 +278,14 @@ mod tests {
                     rate,
                     cost: 1,
                 };
-                let call = shared.call(limit, None, None, None).expect("a runtime");
+                let call = shared.call(limit, None, None).expect("a runtime");
                 let size = call.boxed_size();
                 eprintln!("a remote check's call: {size} bytes");
                 assert!(size <= 2_048, "a remote check's call takes {size} bytes");
                 // The remote leg around it (boxed by `Checking`), leased or not.
                 for rate in [rate, rate.leased()] {
                     let limit = LimitRef { rate, ..limit };
-                    let remote = shared.remote(None, limit, None, None, None);
+                    let remote = shared.remote(None, limit, None, None);
                     let size = std::mem::size_of_val(&remote);
                     eprintln!("a remote check's leg: {size} bytes");
                     assert!(size <= 2_048, "a remote check's leg takes {size} bytes");

@@ -54,6 +54,10 @@
 //!   ([`StoreError::is_outage`]): I/O, timeouts, `LOADING`, `BUSY`, `TRYAGAIN`, `CLUSTERDOWN`,
 //!   `MASTERDOWN`, `READONLY`. Any other error reply (`OOM`, `NOPERM`, a key of another type)
 //!   is that call's: it gets the policy's answer, and the next check goes to the store.
+//!   An open breaker's probe ([`Store::probe`]) stands for a check of a key and records
+//!   nothing: in Redis it writes (it removes a member no script writes), so it fails where a
+//!   check of that key would (`READONLY` on a replica, replicas that do not acknowledge under
+//!   `wait_for_replicas`) and is answered where one would be.
 //!
 //! # Parts
 //!
@@ -249,6 +253,20 @@ impl Store {
         }
     }
 
+    /// Probes the part of the store that holds `limit`'s state, for its open circuit breaker:
+    /// see [`RedisStore::probe`] (the in-process store has no breaker, and always answers).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Store::check).
+    pub(crate) async fn probe(&self, limit: LimitRef<'_>) -> Result<(), StoreError> {
+        match self {
+            Store::Memory(_) => Ok(()),
+            Store::Redis(store) => store.probe(limit).await,
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
     /// Forgets `key`'s log: see [`MemoryStore::remove`] and [`RedisStore::reset`].
     ///
     /// # Errors
@@ -404,14 +422,6 @@ impl Store {
         match self {
             Store::Redis(store) => store.parts(),
             Store::Memory(_) | Store::Misconfigured(_) => 1,
-        }
-    }
-
-    /// The part `key` belongs to, below [`parts`](Store::parts).
-    pub(crate) fn part(&self, key: &str) -> usize {
-        match self {
-            Store::Redis(store) => store.part(key),
-            Store::Memory(_) | Store::Misconfigured(_) => 0,
         }
     }
 

@@ -25,7 +25,8 @@ enum Script {
     Lease,
     /// `reset.lua`: forgets keys up to the server's now, keeping what live leases reserved.
     Reset,
-    /// `peek.lua` (both variants): nothing to account.
+    /// `peek.lua` (both variants), `probe.lua` (removes a member no script writes): nothing to
+    /// account.
     Other,
 }
 
@@ -72,6 +73,7 @@ fn known_scripts() -> HashMap<String, Script> {
             hash(&format!("{counter}{}", source!("peek.lua"))),
             Script::Other,
         ),
+        (hash(source!("probe.lua")), Script::Other),
         (
             hash(&format!("{counter}{}", source!("lease.lua"))),
             Script::Lease,

@@ -5,8 +5,9 @@
 //!
 //! Timing: faults last until the test ends them, the tests wait for states (polling, within
 //! `tests::STATE_DEADLINE`), and the only times asserted are bounds the design guarantees: a
-//! check is bounded by the limiter's timeout; an open breaker's probes are one at a time, at
-//! most every 100 ms after the previous one failed. Limiters whose checks are all meant to be
+//! check is bounded by the limiter's timeout; an open breaker answers without waiting on
+//! Redis, and its probes, in the background, are one at a time, at most every 100 ms after the
+//! previous one failed. Limiters whose checks are all meant to be
 //! answered by Redis have a long timeout, so that a loaded machine cannot turn a slow answer
 //! into a policy answer.
 
@@ -232,41 +233,38 @@ async fn huge_timeouts() {
     }
 }
 
-/// Only one probe at a time: the probes of a stalled Redis (the checks that waited on it,
-/// answered `Timeout`; the others are answered `CircuitOpen`) after the first round never
-/// overlap in time.
-///
-/// A probe's Redis call lies within its check's measured span, lasts at least the timeout
-/// (Redis is stalled), and the next probe starts no sooner than 100 ms after it ended. Spans
-/// measured on a loaded machine may overlap a little without the calls overlapping (a task
-/// that resumes late); two probes are found overlapping only when their spans leave no room
-/// to place their calls one after the other, as the design has them.
+/// Under contention, a stalled Redis costs the timeout only to the checks sent before the
+/// breaker opened (the first round, answered `Timeout`); every later check is answered
+/// `CircuitOpen` at once, and the breaker's probes, in the background, come one at a time at
+/// most every 100 ms after the previous one failed. Each probe connects afresh (a timeout
+/// drops the connection), so the proxy's connections count them: at most one per timeout and
+/// probe interval, plus the first round's reconnections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_probe_at_a_time_under_contention() {
+async fn one_probe_at_a_time_under_contention_and_no_caller_waits() {
     let redis = TestRedis::start_private();
     let proxy = FaultProxy::start(redis.address());
-    let timeout = Duration::from_millis(100);
+    let timeout = Duration::from_millis(400);
     let limiter = closed(&proxy.url(), timeout).await;
     connected(&limiter, "k").await;
     proxy.set(Fault::Stall);
-    let spans = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let accepted_before = proxy.accepted();
+    let answers = Arc::new(std::sync::Mutex::new(Vec::new()));
     let start = Instant::now();
-    let run = Duration::from_secs(2);
+    let run = Duration::from_secs(3);
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let limiter = limiter.clone();
-            let spans = Arc::clone(&spans);
+            let answers = Arc::clone(&answers);
             tokio::spawn(async move {
                 while start.elapsed() < run {
                     let t = Instant::now();
                     let r = limiter.check("k", rate()).await;
-                    match r {
-                        Err(RateLimitError::Unavailable(StoreError::Timeout(_))) => {
-                            spans.lock().unwrap().push((t, Instant::now()));
-                        }
-                        Err(RateLimitError::Unavailable(StoreError::CircuitOpen(_))) => {}
+                    let timed_out = match r {
+                        Err(RateLimitError::Unavailable(StoreError::Timeout(_))) => true,
+                        Err(RateLimitError::Unavailable(StoreError::CircuitOpen(_))) => false,
                         other => panic!("a stalled Redis: {other:?}"),
-                    }
+                    };
+                    answers.lock().unwrap().push((t, t.elapsed(), timed_out));
                     tokio::task::yield_now().await;
                 }
             })
@@ -275,49 +273,119 @@ async fn one_probe_at_a_time_under_contention() {
     for t in tasks {
         t.await.unwrap();
     }
-    let mut spans = spans.lock().unwrap().clone();
-    spans.sort();
-    // The first round: checks that went to Redis before the breaker opened. It opened before
-    // the first timeout was answered, so every later check that waited on Redis was a probe.
-    let opened = spans
+    let elapsed = start.elapsed();
+    let answers = answers.lock().unwrap().clone();
+    // The first round: the checks that went to Redis before the breaker opened. It opened
+    // before the first timeout was answered: a check sent after that waited on nothing.
+    let opened = answers
         .iter()
-        .map(|&(_, ended)| ended)
+        .filter(|answer| answer.2)
+        .map(|&(started, took, _)| started + took)
         .min()
         .expect("the first round timed out");
-    let probes: Vec<(Instant, Instant)> = spans
+    let first_round = answers.iter().filter(|answer| answer.2).count();
+    let late: Vec<Duration> = answers
         .iter()
-        .copied()
-        .filter(|&(started, _)| started > opened)
+        .filter(|&&(started, _, _)| started > opened)
+        .map(|&(_, took, _)| took)
         .collect();
-    let fits_after = |first: (Instant, Instant), second: (Instant, Instant)| {
-        first.0 + timeout + PROBE_INTERVAL + timeout <= second.1
-    };
-    let mut overlaps = 0;
-    for (i, &one) in probes.iter().enumerate() {
-        for &other in &probes[i + 1..] {
-            if !fits_after(one, other) && !fits_after(other, one) {
-                overlaps += 1;
-                eprintln!(
-                    "overlap: a probe of {:?} started {:?} after one of {:?}",
-                    other.1 - other.0,
-                    other.0 - one.0,
-                    one.1 - one.0
-                );
-            }
-        }
-    }
-    let measured = probes.windows(2).filter(|w| w[1].0 < w[0].1).count();
-    let elapsed = probes.last().map_or(Duration::ZERO, |last| last.1 - opened);
+    let slowest = late.iter().max().copied().unwrap_or_default();
+    let probes = proxy.accepted() - accepted_before;
     eprintln!(
-        "{} probes in {elapsed:?} after the first round ({} checks), {measured} with measured \
-         spans overlapping, {overlaps} overlapping",
-        probes.len(),
-        spans.len() - probes.len()
+        "{first_round} checks timed out; then {} answered, the slowest in {slowest:?}; {probes} \
+         connections made in {elapsed:?}",
+        late.len()
     );
-    assert_eq!(overlaps, 0);
-    // One at a time, each waiting the timeout, the next 100 ms after.
+    assert!(
+        late.len() > 100,
+        "{} checks after the breaker opened",
+        late.len()
+    );
+    assert!(
+        late.iter().all(|&took| took < timeout / 2),
+        "a check waited {slowest:?} after the breaker opened (timeout {timeout:?})"
+    );
+    // One probe at a time, each waiting the timeout, the next 100 ms after.
     let most = 1 + elapsed.as_nanos() / (timeout + PROBE_INTERVAL).as_nanos();
-    assert!(probes.len() as u128 <= most, "{} probes", probes.len());
+    assert!(
+        probes as u128 <= most + first_round as u128,
+        "{probes} connections > {most} probes + {first_round} checks of the first round"
+    );
+}
+
+/// A stalled Redis costs each breaker one caller's timeout, whatever the caller's pace: a
+/// caller every 1 ms and one every 200 ms (two limiters, two breakers) each wait the timeout
+/// once, and every other call of theirs is answered by the policy well under it, while each
+/// breaker's probes run in the background (before, each check of the 200 ms caller was its
+/// breaker's probe, and waited the timeout). Once Redis answers again, the probes close the
+/// breakers and the callers are back on Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_redis_costs_one_call_per_breaker_the_timeout() {
+    let redis = TestRedis::start_private();
+    let timeout = Duration::from_secs(1);
+    let limiter = || {
+        Limiter::builder()
+            .redis_url(redis.url())
+            .failure_policy(FailurePolicy::Local)
+            .timeout(timeout)
+            .build()
+            .unwrap()
+    };
+    let (busy, steady) = (limiter(), limiter());
+    connected(&busy, "busy").await;
+    connected(&steady, "steady").await;
+    redis.freeze();
+    let stall = Duration::from_secs(2);
+    let start = Instant::now();
+    let caller = |limiter: Limiter, key: &'static str, pace: Duration| {
+        tokio::spawn(async move {
+            let mut took = Vec::new();
+            while start.elapsed() < stall {
+                let t = Instant::now();
+                let decision = limiter
+                    .check(key, rate())
+                    .await
+                    .expect("the policy's answer");
+                took.push((t.elapsed(), decision.answered_by_policy()));
+                tokio::time::sleep(pace).await;
+            }
+            took
+        })
+    };
+    let busy_calls = caller(busy.clone(), "busy", Duration::from_millis(1));
+    let steady_calls = caller(steady.clone(), "steady", Duration::from_millis(200));
+    let (busy_calls, steady_calls) = (busy_calls.await.unwrap(), steady_calls.await.unwrap());
+    redis.thaw();
+    for (name, calls) in [("1 ms", &busy_calls), ("200 ms", &steady_calls)] {
+        let waited = calls
+            .iter()
+            .filter(|(took, _)| *took >= timeout / 2)
+            .count();
+        let slowest_other = calls
+            .iter()
+            .map(|(took, _)| *took)
+            .filter(|&took| took < timeout / 2)
+            .max()
+            .unwrap_or_default();
+        eprintln!(
+            "the caller every {name}: {} calls, {waited} waited at least half the timeout, the \
+             slowest other took {slowest_other:?}",
+            calls.len()
+        );
+        assert!(
+            waited <= 1,
+            "{waited} calls of the caller every {name} waited"
+        );
+        assert!(
+            calls.iter().all(|(_, by_policy)| *by_policy),
+            "Redis answered while stalled"
+        );
+        assert!(calls.len() >= 3, "{} calls", calls.len());
+    }
+    for (limiter, key) in [(&busy, "busy"), (&steady, "steady")] {
+        let took = connected(limiter, key).await;
+        eprintln!("{key} is back on Redis {took:?} after the thaw");
+    }
 }
 
 /// One key holding a sorted set with an infinite score (another application under the
@@ -367,8 +435,8 @@ async fn a_connection_the_server_closed_is_not_an_outage() {
 
 /// Callers that give up before the limiter's timeout (a request deadline shorter than it)
 /// still open the breaker: a dropped check hands its Redis call to the runtime. Until the
-/// first call times out (250 ms) each caller waits its deadline; then only the probes do,
-/// one at a time, each the timeout, the next 100 ms after.
+/// first call times out (250 ms) each caller waits its deadline; then none does (the probes
+/// run in the background).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_that_give_up_early_still_open_the_breaker() {
     let timeout = Duration::from_millis(250);
@@ -428,13 +496,12 @@ async fn callers_that_give_up_early_still_open_the_breaker() {
     eprintln!("{cancelled} checks hit the caller's 30 ms deadline in {ended:?}");
     assert!(limiter.is_degraded());
     // Before the breaker opened, each caller started a check (each waiting its deadline, then
-    // a pause) at most every 31 ms; after, only probes wait (an open breaker answers on the
-    // first poll, before any deadline).
+    // a pause) at most every 31 ms; after, none waits (an open breaker answers on the first
+    // poll, before any deadline).
     let per_caller = 1 + opened.as_nanos() / (deadline + pause).as_nanos();
-    let probes = 1 + ended.as_nanos() / (timeout + PROBE_INTERVAL).as_nanos();
     assert!(
-        u128::from(cancelled) <= 8 * per_caller + probes,
-        "{cancelled} > 8 x {per_caller} + {probes}"
+        u128::from(cancelled) <= 8 * per_caller,
+        "{cancelled} > 8 x {per_caller}"
     );
 }
 
@@ -445,8 +512,9 @@ fn current_thread() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// A probe polled once on a short-lived runtime (a test, a worker) that then ends: the probe
-/// ends with it, and the next check probes again, finds Redis healthy, and closes the breaker.
+/// A probe started by a check on a short-lived runtime (a test, a worker) that then ends: the
+/// probe ends with it, and a later check starts another, which finds Redis healthy and closes
+/// the breaker.
 #[test]
 fn a_probe_dropped_with_its_runtime_does_not_keep_the_breaker_open() {
     let redis = TestRedis::start_private();
@@ -479,7 +547,8 @@ fn a_probe_dropped_with_its_runtime_does_not_keep_the_breaker_open() {
 
 /// A primary demoted to a replica (a failover behind a DNS name or an endpoint that the old
 /// connection still points at) answers READONLY, from inside the script: an outage, and the
-/// connection is dropped so that the next one can reach the new primary.
+/// connection is dropped so that the next one can reach the new primary. Its probes meet
+/// READONLY too, so the breaker stays open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_demoted_primary_is_an_outage_and_its_connection_is_dropped() {
     let old = TestRedis::start_private();
@@ -510,15 +579,29 @@ async fn a_demoted_primary_is_an_outage_and_its_connection_is_dropped() {
     let error = limiter.check("k", rate()).await.unwrap_err();
     assert!(error.to_string().contains("read only"), "{error}");
     assert!(limiter.is_degraded());
-    // The next probe connects afresh.
-    wait_for("a probe connects afresh", STATE_DEADLINE, async || {
-        if proxy.accepted() > accepted {
+    // Each probe connects afresh, and fails as a check would (a write, refused): the breaker
+    // stays open, every check answered `CircuitOpen` without reaching the replica (a probe
+    // that only read would close it, and the next check would meet READONLY again).
+    let mut answers = 0;
+    wait_for("three probes connect afresh", STATE_DEADLINE, async || {
+        if proxy.accepted() >= accepted + 3 {
             return Some(());
         }
-        let _ = limiter.check("k", rate()).await;
+        let result = limiter.check("k", rate()).await;
+        assert!(
+            matches!(
+                result,
+                Err(RateLimitError::Unavailable(StoreError::CircuitOpen(_)))
+            ),
+            "a check after the breaker opened on a replica: {result:?}"
+        );
+        answers += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
         None
     })
     .await;
+    eprintln!("{answers} checks answered CircuitOpen while three probes met the replica");
+    assert!(limiter.is_degraded());
 }
 
 /// An ACL user without a command the script runs (here `PEXPIRE`, `PTTL`): Redis answers,

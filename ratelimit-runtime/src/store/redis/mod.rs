@@ -356,6 +356,18 @@ impl RedisStore {
         script::decode_peek(&reply?, limit.rate.threshold())
     }
 
+    /// Probes the node that holds `limit`'s state for an open circuit breaker (`probe.lua`),
+    /// within the timeout: answered when a check of `limit` would be (written, and under
+    /// [`wait_for_replicas`](crate::LimiterBuilder::wait_for_replicas) acknowledged), changing
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check).
+    pub(crate) async fn probe(&self, limit: LimitRef<'_>) -> Result<(), StoreError> {
+        self.exchange(Call::Probe { limit }).await.map(drop)
+    }
+
     /// Forgets the admissions of `key`'s sorted set and its counter's hash up to the server's
     /// now, keeping what live leases reserved (`reset.lua`), within the timeout: one call, or
     /// in a cluster one for each when their slots differ.

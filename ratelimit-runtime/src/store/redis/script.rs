@@ -98,6 +98,17 @@ static RESET: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RESE
 /// The text of [`RESET`].
 const RESET_SOURCE: &str = concat!(include_str!("counter.lua"), include_str!("reset.lua"));
 
+/// The probe of an open circuit breaker: a write that changes nothing, which fails where a
+/// check would (`probe.lua`).
+static PROBE: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PROBE_SOURCE));
+
+/// The text of [`PROBE`].
+const PROBE_SOURCE: &str = include_str!("probe.lua");
+
+/// The member (or hash field) the probe removes: no script writes it (an admission's and a
+/// lease's are 22 characters of base64, `member.rs`; a counter's fields are digits).
+const PROBE_MEMBER: &str = "probe";
+
 /// One exchange with Redis: a script and its arguments.
 #[derive(Clone, Copy)]
 pub(super) enum Call<'a> {
@@ -151,11 +162,15 @@ pub(super) enum Call<'a> {
     /// The reset of `limits`' keys (their rates unused but for naming a counter's hash),
     /// keeping what live leases reserved: [`RESET`].
     Reset { limits: &'a [LimitRef<'a>] },
+    /// The probe of the node that holds `limit`'s state, standing for a check of it (its
+    /// rate unused but for naming a counter's hash): [`PROBE`].
+    Probe { limit: LimitRef<'a> },
 }
 
 impl Call<'_> {
     /// Whether the call may record admissions (or take them back): what replicas must have
-    /// before a failover.
+    /// before a failover; or stands for a check that may (a probe, which is answered as the
+    /// check would be).
     fn records(&self) -> bool {
         matches!(
             self,
@@ -164,18 +179,19 @@ impl Call<'_> {
                 | Call::Counter { .. }
                 | Call::Lease { .. }
                 | Call::Refund { .. }
+                | Call::Probe { .. }
         )
     }
 
     /// Whether `reply`, this call's, says it recorded something: an admission (the scripts'
-    /// first field is 1), or any refund.
+    /// first field is 1), or any refund; a probe stands for an admission.
     pub(super) fn recorded(&self, reply: &[i64]) -> bool {
         match self {
             Call::One { .. } | Call::Several { .. } | Call::Counter { .. } => {
                 reply.first() == Some(&1)
             }
             Call::Lease { .. } => reply.first().is_some_and(|&granted| granted > 0),
-            Call::Refund { .. } => true,
+            Call::Refund { .. } | Call::Probe { .. } => true,
             Call::Peek { .. } | Call::Reset { .. } => false,
         }
     }
@@ -204,6 +220,7 @@ impl Call<'_> {
             Call::Peek { flagged: true, .. } => (&PEEK_NO_WRITES, PEEK_NO_WRITES_SOURCE),
             Call::Peek { flagged: false, .. } => (&PEEK, PEEK_SOURCE),
             Call::Reset { .. } => (&RESET, RESET_SOURCE),
+            Call::Probe { .. } => (&PROBE, PROBE_SOURCE),
         }
     }
 }
@@ -234,7 +251,8 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
         Call::One { limit, .. }
         | Call::Peek { limit, .. }
         | Call::Counter { limit, .. }
-        | Call::Lease { limit, .. } => std::slice::from_ref(limit),
+        | Call::Lease { limit, .. }
+        | Call::Probe { limit } => std::slice::from_ref(limit),
         Call::Several { limits, .. } | Call::Refund { limits, .. } | Call::Reset { limits } => {
             limits
         }
@@ -350,6 +368,10 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
             return command;
         }
         Call::Reset { .. } => return command,
+        Call::Probe { .. } => {
+            command.arg(PROBE_MEMBER);
+            return command;
+        }
     };
     time(&mut command, at);
     command
