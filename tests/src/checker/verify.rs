@@ -25,7 +25,7 @@ enum Script {
     Lease,
     /// `reset.lua`: forgets keys up to the server's now, keeping what live leases reserved.
     Reset,
-    /// `peek.lua` (both variants), `probe.lua` (removes a member no script writes): nothing to
+    /// `peek.lua` (both variants), `probe.lua` (removes an empty range): nothing to
     /// account.
     Other,
 }

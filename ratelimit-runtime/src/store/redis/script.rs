@@ -98,16 +98,12 @@ static RESET: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RESE
 /// The text of [`RESET`].
 const RESET_SOURCE: &str = concat!(include_str!("counter.lua"), include_str!("reset.lua"));
 
-/// The probe of an open circuit breaker: a write that changes nothing, which fails where a
-/// check would (`probe.lua`).
+/// The probe of an open circuit breaker: a write that changes nothing (an empty range of
+/// scores removed), which fails where a check would (`probe.lua`).
 static PROBE: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PROBE_SOURCE));
 
 /// The text of [`PROBE`].
 const PROBE_SOURCE: &str = include_str!("probe.lua");
-
-/// The member (or hash field) the probe removes: no script writes it (an admission's and a
-/// lease's are 22 characters of base64, `member.rs`; a counter's fields are digits).
-const PROBE_MEMBER: &str = "probe";
 
 /// One exchange with Redis: a script and its arguments.
 #[derive(Clone, Copy)]
@@ -368,10 +364,7 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
             return command;
         }
         Call::Reset { .. } => return command,
-        Call::Probe { .. } => {
-            command.arg(PROBE_MEMBER);
-            return command;
-        }
+        Call::Probe { .. } => return command,
     };
     time(&mut command, at);
     command
