@@ -7,6 +7,7 @@ use quote::{ToTokens, quote, quote_spanned};
 
 use crate::args::{self, Args, CostArg, Count, RateArg};
 use crate::item::{self, AsyncFn, Flavor};
+use crate::names;
 use crate::spans::{first_and_last_spans, relocate, respan};
 use crate::stack::{self, Limits};
 
@@ -14,12 +15,17 @@ use crate::stack::{self, Limits};
 /// written followed by the errors (so the rest of the crate, and the IDE, still see it). On an
 /// error in stacked attributes, the function is written without any of them.
 pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
+    // What the arguments name, kept used if the function is emitted as written (`names.rs`):
+    // this attribute's, and those of the attributes stacked under it.
+    let mut named = names::rate_limit_attributes(&item);
+    named.push(args.clone());
+    let as_written = |item: TokenStream| as_written(item, &named);
     let args = args::parse(args);
     let function = item::parse(item.clone());
     match (args, function) {
         (Ok(args), Ok(mut function)) => match stack::collect(args, &mut function.attrs) {
             Ok(limits) if limits.is_plain() => expand(&limits, function),
-            Ok(limits) => expand_composite(&limits, function),
+            Ok(limits) => expand_composite(&limits, function, as_written),
             Err(err) => {
                 let mut output = as_written(function.into_token_stream());
                 output.extend(err.into_compile_error());
@@ -42,10 +48,11 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
 /// The function as written, emitted beside an error. Its arguments may then be unused (the `key`
 /// or `rate` that named them is gone with the attribute), and rustc's "unused variable:
 /// prefix it with an underscore" would be wrong advice next to the error: it is allowed here,
-/// on a crate that does not compile anyway.
-fn as_written(item: TokenStream) -> TokenStream {
+/// on a crate that does not compile anyway. The names the attributes' arguments (`named`)
+/// used are kept used, for the same reason (`names.rs`).
+fn as_written(item: TokenStream, named: &[TokenStream]) -> TokenStream {
     let mut output = quote! { #[allow(unused_variables)] };
-    output.extend(item);
+    output.extend(names::keep_used(item, named));
     output
 }
 
@@ -310,7 +317,11 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
 //         __ratelimit_outcome
 //
 // Under `#[async_trait]`, `guarded_counted` does the same around the body's future.
-fn expand_composite(limits: &Limits, function: AsyncFn) -> TokenStream {
+fn expand_composite(
+    limits: &Limits,
+    function: AsyncFn,
+    as_written: impl FnOnce(TokenStream) -> TokenStream,
+) -> TokenStream {
     if let Some(error) = decision_error(limits, &function) {
         let mut output = as_written(function.into_token_stream());
         output.extend(error.into_compile_error());

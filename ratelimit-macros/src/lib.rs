@@ -17,6 +17,7 @@ mod args;
 mod duration;
 mod expand;
 mod item;
+mod names;
 mod spans;
 mod stack;
 mod suggest;
