@@ -21,7 +21,8 @@
 //! | closed | a check fails with an outage ([`Health::failed`]); the first starts the outage (warn) | open, next probe a [`PROBE_INTERVAL`] later |
 //! | open | a check comes once the next probe is due ([`Health::route`]) | probing: that check's caller starts the probe in the background, and is answered by the policy |
 //! | probing | the probe is answered ([`Health::succeeded`]) | closed; the outage ends (info) if no part failed for [`QUIET`] (at once with one breaker) |
-//! | probing | the probe fails, or is dropped unanswered ([`Health::end_probe`]) | open, next probe a [`PROBE_INTERVAL`] later |
+//! | probing | the probe fails ([`Health::failed`], not as a probe) | probing: its task probes again a [`PROBE_INTERVAL`] later, until answered, the breaker closed otherwise, or the limiter dropped |
+//! | probing | the probe is dropped unanswered, or its task ends with the breaker closed ([`Health::end_probe`]) | open (or closed), next probe a [`PROBE_INTERVAL`] later |
 //! | open, probing | a check sent before it opened is answered by the store ([`Health::succeeded`]) | closed (a probe in flight ends by itself) |
 //! | closed | its failed master's slot ranges arrive ([`Health::open_ranges`]) | following the failed slot |
 //! | following | its leader closes | as closed, until the leader fails again in the same outage: then open with it |
@@ -318,6 +319,11 @@ impl Health {
     /// Checks answered by the failure policy since the limiter was built.
     pub(crate) fn policy_answers(&self) -> u64 {
         self.policy_answers.load(Ordering::Relaxed)
+    }
+
+    /// Whether part `part`'s breaker is open in the current outage.
+    pub(crate) fn is_open(&self, part: usize) -> bool {
+        self.effectively_open(part, self.outage_since.load(Ordering::Relaxed))
     }
 
     /// `true` during an outage: from a failure until the store answers again.

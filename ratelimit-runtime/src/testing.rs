@@ -49,8 +49,8 @@ use crate::clock;
 /// Real time still rules:
 ///
 /// - timeouts, circuit breakers and their probes (a test of a Redis outage still waits for
-///   them: the check after an outage ends finds the breaker open, starts its probe, and is
-///   answered by the policy; the checks after the probe's answer go to Redis);
+///   them: the breaker closes once a probe, started by a check and repeated in the background,
+///   is answered);
 /// - on Redis, the keys' expiry: a key lives its remaining window on the manual clock, but
 ///   counted on the server's real clock, and at least 1 s. A test that lets more real time
 ///   pass between two checks of one window than that window's length (a 1 s burst limit

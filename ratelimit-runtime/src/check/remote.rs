@@ -5,7 +5,7 @@
 //! answer when the store failed.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use futures_util::FutureExt as _;
 
@@ -13,7 +13,7 @@ use super::deny_cache::Ticket;
 use super::shared::Shared;
 use crate::decision::Decision;
 use crate::error::{RateLimitError, StoreError};
-use crate::health::Route;
+use crate::health::{PROBE_INTERVAL, Route};
 use crate::limit::LimitRef;
 use crate::runtime::{HandOff, Runtime};
 use crate::telemetry::Timer;
@@ -144,18 +144,23 @@ impl Shared {
         }
     }
 
-    /// Starts on the runtime the probe of part `part`'s open breaker, claimed by a call of
+    /// Starts on the runtime the probes of part `part`'s open breaker, claimed by a call of
     /// `limit`: [`Store::probe`](crate::store::Store::probe) of the node that holds `limit`'s
     /// state (in a cluster, the master of `part`: `limit`'s slot, or the slot that stands for
-    /// its master's), whose outcome closes the breaker or keeps it open. Outside a runtime,
-    /// or dropped unfinished by a runtime shutting down, it ends unanswered.
+    /// its master's). A probe the store fails is followed by another a probe interval later,
+    /// the claim kept, until one is answered (which closes the breaker), the breaker closes
+    /// otherwise (a check sent before it opened was answered), or the limiter is dropped: a
+    /// limiter without traffic finds its store back by itself, and its next check goes there.
+    /// Outside a runtime, or dropped unfinished by a runtime shutting down, the probes end
+    /// unanswered (the next check claims them again).
     #[cold]
     fn probe(self: &Arc<Self>, part: usize, limit: LimitRef<'_>) {
-        let unanswered = EndProbe::new(Arc::clone(self), part);
+        let unanswered = EndProbe::new(Arc::downgrade(self), part);
         let Some(runtime) = Runtime::current() else {
             return;
         };
-        let shared = Arc::clone(self);
+        // Weak between probes: a dropped limiter ends them (and its state goes).
+        let weak = Arc::downgrade(self);
         let (key, rate) = (limit.key.to_owned(), limit.rate);
         runtime.spawn(async move {
             let limit = LimitRef {
@@ -163,9 +168,28 @@ impl Shared {
                 rate,
                 cost: 1,
             };
-            let outcome = shared.store.probe(limit).await;
-            shared.settle(outcome.as_ref().err(), || part, true);
-            unanswered.disarm();
+            loop {
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                match shared.store.probe(limit).await {
+                    // Failed: the breaker stays open, and this task keeps its claim.
+                    Err(error) if error.is_outage() => shared.settle(Some(&error), || part, false),
+                    outcome => {
+                        shared.settle(outcome.as_ref().err(), || part, true);
+                        unanswered.disarm();
+                        return;
+                    }
+                }
+                drop(shared);
+                crate::runtime::sleep(PROBE_INTERVAL).await;
+                if !weak
+                    .upgrade()
+                    .is_some_and(|shared| shared.health.is_open(part))
+                {
+                    return;
+                }
+            }
         });
     }
 
@@ -209,19 +233,19 @@ impl Shared {
     }
 }
 
-/// Ends the probe of a breaker part when dropped unanswered; [`disarm`](EndProbe::disarm) it
-/// once the probe was answered (it still lets go of the shared state then: a guard that was
-/// forgotten instead kept a dropped limiter's state, its deny cache and its Sentinel watch,
-/// alive for good).
+/// Ends the probe of a breaker part when dropped unanswered (while its limiter lives);
+/// [`disarm`](EndProbe::disarm) it once the probe was answered. It holds the limiter's state
+/// weakly: a guard that held it (and was forgotten) once kept a dropped limiter's state, its
+/// deny cache and its Sentinel watch, alive for good.
 struct EndProbe {
-    shared: Arc<Shared>,
+    shared: Weak<Shared>,
     part: usize,
     armed: bool,
 }
 
 impl EndProbe {
     /// Ends the probe of `part` of `shared`'s breakers when dropped.
-    fn new(shared: Arc<Shared>, part: usize) -> EndProbe {
+    fn new(shared: Weak<Shared>, part: usize) -> EndProbe {
         EndProbe {
             shared,
             part,
@@ -237,8 +261,10 @@ impl EndProbe {
 
 impl Drop for EndProbe {
     fn drop(&mut self) {
-        if self.armed {
-            self.shared.health.end_probe(self.part);
+        if self.armed
+            && let Some(shared) = self.shared.upgrade()
+        {
+            shared.health.end_probe(self.part);
         }
     }
 }

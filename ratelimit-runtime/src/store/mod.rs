@@ -56,7 +56,7 @@
 //!   is that call's: it gets the policy's answer, and the next check goes to the store.
 //!   An open breaker's probe ([`Store::probe`]) stands for a check of a key and records
 //!   nothing: in Redis it writes (it removes an empty range of scores), so it fails where a
-//!   check of that key would (`READONLY` on a replica, replicas that do not acknowledge under
+//!   check of that key would (`READONLY` on a replica, replicas that are not connected under
 //!   `wait_for_replicas`) and is answered where one would be.
 //!
 //! # Parts

@@ -256,17 +256,20 @@ async fn one_probe_at_a_time_under_contention_and_no_caller_waits() {
             let limiter = limiter.clone();
             let answers = Arc::clone(&answers);
             tokio::spawn(async move {
+                let mut mine = Vec::new();
                 while start.elapsed() < run {
                     let t = Instant::now();
                     let r = limiter.check("k", rate()).await;
+                    let took = t.elapsed();
                     let timed_out = match r {
                         Err(RateLimitError::Unavailable(StoreError::Timeout(_))) => true,
                         Err(RateLimitError::Unavailable(StoreError::CircuitOpen(_))) => false,
                         other => panic!("a stalled Redis: {other:?}"),
                     };
-                    answers.lock().unwrap().push((t, t.elapsed(), timed_out));
+                    mine.push((t, took, timed_out));
                     tokio::task::yield_now().await;
                 }
+                answers.lock().unwrap().extend(mine);
             })
         })
         .collect();
@@ -305,8 +308,9 @@ async fn one_probe_at_a_time_under_contention_and_no_caller_waits() {
         late.iter().all(|&took| took < timeout / 2),
         "a check waited {slowest:?} after the breaker opened (timeout {timeout:?})"
     );
-    // One probe at a time, each waiting the timeout, the next 100 ms after.
+    // One probe at a time, each waiting the timeout, the next 100 ms after; and at least one.
     let most = 1 + elapsed.as_nanos() / (timeout + PROBE_INTERVAL).as_nanos();
+    assert!(probes >= 1, "no probe connected");
     assert!(
         probes as u128 <= most + first_round as u128,
         "{probes} connections > {most} probes + {first_round} checks of the first round"
@@ -503,6 +507,42 @@ async fn callers_that_give_up_early_still_open_the_breaker() {
         u128::from(cancelled) <= 8 * per_caller,
         "{cancelled} > 8 x {per_caller}"
     );
+}
+
+/// A limiter without traffic finds its store back by itself: once a check started its
+/// breaker's probes, they go on in the background until Redis answers one, and the limiter's
+/// next check goes to Redis (before, probes rode on checks: an idle limiter stayed degraded,
+/// and its first check after a quiet period was the policy's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_limiter_finds_its_store_back_without_traffic() {
+    let redis = TestRedis::start_private();
+    let proxy = FaultProxy::start(redis.address());
+    let limiter = closed(&proxy.url(), HEALTHY_TIMEOUT).await;
+    connected(&limiter, "k").await;
+    proxy.set(Fault::Refuse);
+    // Checks for three probe intervals: one of them, a probe interval after the first
+    // failure, starts the probes.
+    let start = Instant::now();
+    while start.elapsed() < 3 * PROBE_INTERVAL {
+        assert!(limiter.check("k", rate()).await.is_err());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(limiter.is_degraded());
+    let policy_answers = limiter.policy_answers();
+    proxy.set(Fault::Pass);
+    let ((), took) = wait_for(
+        "the breaker closes without a check",
+        STATE_DEADLINE,
+        async || {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            (!limiter.is_degraded()).then_some(())
+        },
+    )
+    .await;
+    eprintln!("back on Redis {took:?} after it listened again, without a check");
+    assert_eq!(limiter.policy_answers(), policy_answers, "a check was made");
+    let decision = limiter.check("k", rate()).await.expect("Redis answers");
+    assert!(!decision.answered_by_policy());
 }
 
 fn current_thread() -> tokio::runtime::Runtime {
