@@ -43,6 +43,10 @@ pub(crate) const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// this long without a failure.
 const QUIET: Duration = Duration::from_millis(250);
 
+/// While a breaker is open, the least time between two of its answers that yield to the
+/// runtime first (see [`Health::yield_due`]).
+const YIELD_INTERVAL: Duration = Duration::from_millis(10);
+
 /// `next_probe` while a probe is in flight.
 const PROBING: u64 = u64::MAX;
 
@@ -62,6 +66,8 @@ pub(crate) struct Health {
     /// outage began.
     policy_answers: AtomicU64,
     policy_answers_at_outage: AtomicU64,
+    /// When an open breaker's answer last yielded to the runtime first.
+    last_yield: AtomicU64,
 }
 
 /// Closed (checks go to the store) until a check fails with an outage; then open: checks are
@@ -129,6 +135,7 @@ impl Health {
             last_failure: AtomicU64::new(0),
             policy_answers: AtomicU64::new(0),
             policy_answers_at_outage: AtomicU64::new(0),
+            last_yield: AtomicU64::new(0),
         }
     }
 
@@ -319,6 +326,21 @@ impl Health {
     /// Checks answered by the failure policy since the limiter was built.
     pub(crate) fn policy_answers(&self) -> u64 {
         self.policy_answers.load(Ordering::Relaxed)
+    }
+
+    /// Whether an open breaker's answer should yield to the runtime before it is returned: at
+    /// most once every [`YIELD_INTERVAL`] for all breakers, so that the probes, which run in
+    /// the background, still run under a caller that awaits nothing but checks (a loop on
+    /// one thread: an open breaker's answer is ready at once), at the cost of one yield per
+    /// interval to such a caller.
+    pub(crate) fn yield_due(&self) -> bool {
+        let now = self.nanos();
+        let last = self.last_yield.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= u64::try_from(YIELD_INTERVAL.as_nanos()).unwrap_or(u64::MAX)
+            && self
+                .last_yield
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Whether part `part`'s breaker is open in the current outage.
@@ -547,6 +569,18 @@ mod tests {
             health.route(|| 7),
             Route::Policy { probe: None, .. }
         ));
+    }
+
+    #[test]
+    fn an_open_breakers_answers_yield_once_per_interval() {
+        let mut health = Health::new(1);
+        health.epoch -= Duration::from_secs(10);
+        assert!(health.yield_due());
+        assert!(!health.yield_due(), "twice within the interval");
+        let now = health.nanos();
+        let interval = u64::try_from(YIELD_INTERVAL.as_nanos()).unwrap();
+        health.last_yield.store(now - interval, Ordering::Relaxed);
+        assert!(health.yield_due());
     }
 
     #[test]

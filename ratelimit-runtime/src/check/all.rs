@@ -378,13 +378,23 @@ impl Shared {
             return self.answer_all_by_policy(scope, limits, at, StoreError::NoRuntime);
         };
         let mut parts = Vec::new();
+        let mut yields = false;
         for (part, members) in self.parts_of(limits) {
-            let route = self.breaker_route(|| part, limits[members[0]]);
+            let route = self
+                .breaker_route(|| part, limits[members[0]])
+                .map_err(|open| {
+                    yields |= open.yields;
+                    open.error
+                });
             parts.push(Part {
                 part,
                 members,
                 route,
             });
+        }
+        if yields {
+            // The probes of an open breaker run in the background (see `remote::Open`).
+            crate::runtime::yield_now().await;
         }
         if self.answering_policy() == FailurePolicy::Closed
             && let Some(failed) = parts.iter().position(|part| part.route.is_err())

@@ -24,6 +24,9 @@ pub(super) enum Next {
     InProcess(Verdict),
     /// Answered without the store: the deny cache's or the failure policy's answer.
     Answered(Result<Decision, RateLimitError>),
+    /// The failure policy's answer of an open breaker, given after one yield to the runtime
+    /// (see [`Open::yields`](super::remote::Open)).
+    Yielding(Result<Decision, RateLimitError>),
     /// To the store, over the network; its answer kept in the deny cache with `ticket`, if
     /// any.
     Remote { ticket: Option<Ticket> },
@@ -105,10 +108,15 @@ impl Shared {
         };
         match self.breaker_route(|| self.store.part_of(limit), limit) {
             Ok(()) => Next::Remote { ticket },
-            Err(error) => {
+            Err(open) => {
                 self.settle_denial(ticket, limit, None);
-                let result = self.answer_by_policy(scope, limit, at, error);
-                Next::Answered(self.answered(scope, limit.key, result, timer))
+                let result = self.answer_by_policy(scope, limit, at, open.error);
+                let result = self.answered(scope, limit.key, result, timer);
+                if open.yields {
+                    Next::Yielding(result)
+                } else {
+                    Next::Answered(result)
+                }
             }
         }
     }

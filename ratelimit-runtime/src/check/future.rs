@@ -138,6 +138,16 @@ impl Future for Checking<'_> {
                 this.done = true;
                 return Poll::Ready(result);
             }
+            Next::Yielding(result) => {
+                let Stage::Key(key) = std::mem::replace(&mut this.stage, Stage::Taken) else {
+                    unreachable!("the key was borrowed from this stage above")
+                };
+                this.stage = Stage::Remote(Box::pin(async move {
+                    crate::runtime::yield_now().await;
+                    (result, key)
+                }));
+                return Pin::new(this).poll(cx);
+            }
             Next::Remote { ticket } => ticket,
         };
         let Stage::Key(key) = std::mem::replace(&mut this.stage, Stage::Taken) else {

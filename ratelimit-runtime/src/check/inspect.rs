@@ -172,7 +172,12 @@ impl Shared {
             return Err(StoreError::NoRuntime);
         };
         let part = self.store.part_of(limit);
-        self.breaker_route(|| part, limit)?;
+        if let Err(open) = self.breaker_route(|| part, limit) {
+            if open.yields {
+                crate::runtime::yield_now().await;
+            }
+            return Err(open.error);
+        }
         self.handed_off(runtime, op(Arc::clone(self)), part).await
     }
 

@@ -119,27 +119,28 @@ impl Shared {
     }
 
     /// Whether a call of `limit` (to the part `part` gives, worked out only during an outage)
-    /// goes to the store: `Err` with the error the policy answers it with while the part's
-    /// breaker is open. A call that finds the breaker's next probe due starts it, in the
-    /// background ([`probe`](Shared::probe)), and is answered by the policy as the others
-    /// are: no caller waits on a store that failed lately.
+    /// goes to the store: [`Open`] while the part's breaker is open. A call that finds the
+    /// breaker's next probe due starts it, in the background ([`probe`](Shared::probe)), and
+    /// is answered by the policy as the others are: no caller waits on a store that failed
+    /// lately.
     ///
     /// # Errors
     ///
-    /// [`StoreError::CircuitOpen`] while the breaker is open.
+    /// [`Open`], with [`StoreError::CircuitOpen`], while the breaker is open.
     #[inline]
     pub(super) fn breaker_route(
         self: &Arc<Self>,
         part: impl FnOnce() -> usize,
         limit: LimitRef<'_>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), Open> {
         match self.health.route(part) {
             Route::Store => Ok(()),
             Route::Policy { error, probe } => {
-                if let Some(probe) = probe {
-                    self.probe(probe, limit);
-                }
-                Err(error)
+                let started = probe.is_some_and(|probe| self.probe(probe, limit));
+                Err(Open {
+                    error,
+                    yields: started || self.health.yield_due(),
+                })
             }
         }
     }
@@ -153,11 +154,12 @@ impl Shared {
     /// limiter without traffic finds its store back by itself, and its next check goes there.
     /// Outside a runtime, or dropped unfinished by a runtime shutting down, the probes end
     /// unanswered (the next check claims them again).
+    /// Returns whether they started (on a runtime).
     #[cold]
-    fn probe(self: &Arc<Self>, part: usize, limit: LimitRef<'_>) {
+    fn probe(self: &Arc<Self>, part: usize, limit: LimitRef<'_>) -> bool {
         let unanswered = EndProbe::new(Arc::downgrade(self), part);
         let Some(runtime) = Runtime::current() else {
-            return;
+            return false;
         };
         // Weak between probes: a dropped limiter ends them (and its state goes).
         let weak = Arc::downgrade(self);
@@ -191,6 +193,7 @@ impl Shared {
                 }
             }
         });
+        true
     }
 
     /// Tells the breakers how a call of the part `part` gives (worked out only when needed)
@@ -231,6 +234,16 @@ impl Shared {
             }
         });
     }
+}
+
+/// A call an open circuit breaker answers.
+pub(super) struct Open {
+    /// What the policy answers it with.
+    pub(super) error: StoreError,
+    /// Whether its caller yields to the runtime once before answering: it started the
+    /// breaker's probes, or a yield is due ([`Health::yield_due`](crate::health::Health::yield_due)),
+    /// so that the probes run even under a caller that awaits nothing but checks.
+    pub(super) yields: bool,
 }
 
 /// Ends the probe of a breaker part when dropped unanswered (while its limiter lives);

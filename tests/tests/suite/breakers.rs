@@ -545,6 +545,45 @@ async fn an_idle_limiter_finds_its_store_back_without_traffic() {
     assert!(!decision.answered_by_policy());
 }
 
+/// The probes run in the background, yet a caller that awaits nothing but checks (a loop on a
+/// one-thread runtime, whose checks an open breaker answers at once) still lets them run: an
+/// open breaker's answer yields to the runtime now and then, and the loop is back on Redis
+/// once it answers again (without the yield, the probes never ran and the loop stayed on the
+/// policy for good).
+#[test]
+fn a_caller_that_awaits_only_checks_still_lets_the_probes_run() {
+    let redis = TestRedis::start_private();
+    let proxy = FaultProxy::start(redis.address());
+    let runtime = current_thread();
+    let limiter = runtime.block_on(closed(&proxy.url(), HEALTHY_TIMEOUT));
+    runtime.block_on(connected(&limiter, "k"));
+    proxy.set(Fault::Refuse);
+    let (checks, took) = runtime.block_on(async {
+        let start = Instant::now();
+        let mut checks = 0_u64;
+        let mut passing = None;
+        loop {
+            let answer = limiter.check("k", rate()).await;
+            checks += 1;
+            match (passing, answer) {
+                (Some(since), Ok(decision)) if !decision.answered_by_policy() => {
+                    return (checks, Instant::now() - since);
+                }
+                (None, _) if limiter.is_degraded() && start.elapsed() > 3 * PROBE_INTERVAL => {
+                    proxy.set(Fault::Pass);
+                    passing = Some(Instant::now());
+                }
+                _ => {}
+            }
+            assert!(
+                start.elapsed() < STATE_DEADLINE,
+                "still answered by the policy after {checks} checks"
+            );
+        }
+    });
+    eprintln!("{checks} checks in a loop; back on Redis {took:?} after it listened again");
+}
+
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
