@@ -80,6 +80,10 @@ fn collect(stream: TokenStream, names: &mut Vec<Ident>) {
     let tokens: Vec<TokenTree> = stream.into_iter().collect();
     for (i, token) in tokens.iter().enumerate() {
         match token {
+            // A macro's arguments are its own (`format!("{X}")`): not looked into.
+            TokenTree::Group(_)
+                if i.checked_sub(1)
+                    .is_some_and(|before| is_bang(&tokens[before])) => {}
             TokenTree::Group(group) => collect(group.stream(), names),
             TokenTree::Ident(ident) => {
                 let after_path_or_field = i
@@ -89,6 +93,10 @@ fn collect(stream: TokenStream, names: &mut Vec<Ident>) {
                     continue;
                 }
                 let name = ident.to_string();
+                // `$crate`, from a `macro_rules!` that wrote the attribute: no name to keep.
+                if name.starts_with('$') {
+                    continue;
+                }
                 let keep = if is_separator(&tokens, i + 1) {
                     !matches!(name.as_str(), "self" | "Self" | "super" | "crate")
                         && !is_one_letter(&name)
@@ -96,7 +104,8 @@ fn collect(stream: TokenStream, names: &mut Vec<Ident>) {
                     is_upper_case(&name)
                 };
                 if keep && !names.iter().any(|kept| *kept == name) {
-                    names.push(Ident::new(&name, ident.span()));
+                    // Cloned, not made anew: a raw identifier (`r#type`) stays one.
+                    names.push(ident.clone());
                 }
             }
             TokenTree::Punct(_) | TokenTree::Literal(_) => {}
@@ -115,7 +124,11 @@ fn is_dot(token: &TokenTree) -> bool {
 }
 
 fn is_macro(tokens: &[TokenTree], i: usize) -> bool {
-    matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == '!')
+    tokens.get(i + 1).is_some_and(is_bang)
+}
+
+fn is_bang(token: &TokenTree) -> bool {
+    matches!(token, TokenTree::Punct(p) if p.as_char() == '!')
 }
 
 /// `T`, `U2`: most likely a generic parameter.
@@ -171,9 +184,18 @@ mod tests {
     }
 
     #[test]
+    fn keeps_raw_identifiers_raw() {
+        assert_eq!(
+            kept(quote!(rate = r#type::rate())),
+            "async fn f () -> R { # [allow (unused_imports)] use r#type as _ ; body () }"
+        );
+    }
+
+    #[test]
     fn leaves_locals_generics_keywords_fields_and_macros() {
         let args = quote!(
-            key = format!("{}", user.ID),
+            key = format!("{}", user.ID, X::Y),
+            label = $crate::LABEL,
             rate = T::rate(),
             cost = Self::COST + self::X::y() + crate::z() + ::std::u32::MAX,
             count_if = |r| r.is_ok(),

@@ -1,6 +1,6 @@
 //! The store's health as a limiter sees it: circuit breakers that open on an outage, so that
-//! a Redis that is down or stalled costs no caller a timeout but the first (its probes run in
-//! the background, one at a time), and a log of each outage once when it starts and once when
+//! a Redis that is down or stalled costs a timeout only to the calls sent before the first of
+//! them failed (its probes run in the background, one at a time), and a log of each outage once when it starts and once when
 //! it ends.
 //!
 //! One breaker for a Redis server; for a Redis Cluster, one per hash slot, so that a failed
@@ -116,8 +116,8 @@ pub(crate) enum Route {
     Store,
     /// No: the breaker is open; answer by the policy with `error`. `probe`: the check found
     /// the next probe of that part's breaker (its own, or its leader's) due and claimed it;
-    /// its caller starts the probe in the background, to be ended by its answer
-    /// ([`Health::succeeded`], [`Health::failed`]) or by [`Health::end_probe`].
+    /// its caller starts the probes in the background, ended by an answer
+    /// ([`Health::succeeded`]) or by [`Health::end_probe`] (a failure keeps them going).
     Policy {
         error: StoreError,
         probe: Option<usize>,

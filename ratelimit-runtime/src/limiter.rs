@@ -153,7 +153,8 @@ impl Limiter {
     /// `true` from a failure of the store until it answers again (with a cluster: an answer
     /// after 250 ms without a failure on any slot). Meanwhile the checks of failed parts (the
     /// server, or a cluster's failed slots) are answered by the [`FailurePolicy`]; other slots
-    /// still go to Redis. Probes ride on checks: with no traffic it stays `true`.
+    /// still go to Redis. A check starts the probes of an open breaker (the first at least
+    /// 100 ms after it opened), which then go on without traffic until the store answers one.
     #[must_use]
     pub fn is_degraded(&self) -> bool {
         self.shared.health.in_outage()

@@ -392,11 +392,7 @@ impl Shared {
                 route,
             });
         }
-        if yields {
-            // The probes of an open breaker run in the background (see `remote::Open`).
-            crate::runtime::yield_now().await;
-        }
-        if self.answering_policy() == FailurePolicy::Closed
+        let result = if self.answering_policy() == FailurePolicy::Closed
             && let Some(failed) = parts.iter().position(|part| part.route.is_err())
         {
             // Fails without sending anything.
@@ -405,25 +401,32 @@ impl Shared {
                 unreachable!("the part's route is the policy's")
             };
             self.policy_answered(scope, limits, &error);
-            return Err(error.into());
-        }
-        let owned = owned(limits);
-        let shared = Arc::clone(self);
-        let reserve = HandOff::new(
-            async move { shared.reserve(owned, parts, at, tickets).await },
-            runtime,
-        );
-        match reserve.await {
-            (Ok(decisions), None) => Ok(decisions),
-            (Ok(decisions), Some(error)) => {
-                self.policy_answered(scope, limits, &error);
-                Ok(decisions)
+            Err(error.into())
+        } else {
+            let owned = owned(limits);
+            let shared = Arc::clone(self);
+            let reserve = HandOff::new(
+                async move { shared.reserve(owned, parts, at, tickets).await },
+                runtime,
+            );
+            match reserve.await {
+                (Ok(decisions), None) => Ok(decisions),
+                (Ok(decisions), Some(error)) => {
+                    self.policy_answered(scope, limits, &error);
+                    Ok(decisions)
+                }
+                (Err(error), _) => {
+                    self.policy_answered(scope, limits, &error);
+                    Err(error.into())
+                }
             }
-            (Err(error), _) => {
-                self.policy_answered(scope, limits, &error);
-                Err(error.into())
-            }
+        };
+        if yields {
+            // The probes of an open breaker run in the background (see `remote::Open`); the
+            // check is settled before: a caller that stops waiting here leaves nothing open.
+            crate::runtime::yield_now().await;
         }
+        result
     }
 
     /// Counts one policy answer of a check (whatever the number of its parts that failed) and

@@ -28,7 +28,8 @@ const SLACK: Duration = Duration::from_secs(2);
 
 /// How long after the cluster names the new owner the limiter may still send to the old one:
 /// redis-rs learns of the move from a `MOVED` or a failed connection, then refreshes its slot
-/// map; the circuit breaker's probes (every 100 ms) ride on checks.
+/// map; the circuit breaker's probes (every 100 ms) run in the background once a check started
+/// them.
 const DETECTION: Duration = Duration::from_secs(2);
 
 /// How long after the replica took over its slots the policy may still answer checks, on a
