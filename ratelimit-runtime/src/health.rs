@@ -21,7 +21,7 @@
 //! | closed | a check fails with an outage ([`Health::failed`]); the first starts the outage (warn) | open, next probe a [`PROBE_INTERVAL`] later |
 //! | open | a check comes once the next probe is due ([`Health::route`]) | probing: that check's caller starts the probe in the background, and is answered by the policy |
 //! | probing | the probe is answered ([`Health::succeeded`]) | closed; the outage ends (info) if no part failed for [`QUIET`] (at once with one breaker) |
-//! | probing | the probe fails ([`Health::failed`], not as a probe) | probing: its task probes again a [`PROBE_INTERVAL`] later, until answered, the breaker closed otherwise, or the limiter dropped |
+//! | probing | the probe fails ([`Health::failed`]) | probing: its task probes again a [`PROBE_INTERVAL`] later, until answered, the breaker closed otherwise, or the limiter dropped |
 //! | probing | the probe is dropped unanswered, or its task ends with the breaker closed ([`Health::end_probe`]) | open (or closed), next probe a [`PROBE_INTERVAL`] later |
 //! | open, probing | a check sent before it opened is answered by the store ([`Health::succeeded`]) | closed (a probe in flight ends by itself) |
 //! | closed | its failed master's slot ranges arrive ([`Health::open_ranges`]) | following the failed slot |
@@ -230,16 +230,10 @@ impl Health {
     }
 
     /// A call to part `part` the store failed with an outage (not a one-key error): opens
-    /// its breaker until a probe interval from now (`probe`: the call was its probe; a
-    /// probe in flight is left to end by itself), logging the start of an outage when none
-    /// is under way. `true` when this failure opened the breaker (it was closed).
-    pub(crate) fn failed(
-        &self,
-        part: usize,
-        error: &StoreError,
-        policy: FailurePolicy,
-        probe: bool,
-    ) -> bool {
+    /// its breaker until a probe interval from now (a probe in flight, a failed one included,
+    /// keeps its claim: its task probes again), logging the start of an outage when none is
+    /// under way. `true` when this failure opened the breaker (it was closed).
+    pub(crate) fn failed(&self, part: usize, error: &StoreError, policy: FailurePolicy) -> bool {
         let breaker = self.breaker(part);
         let now = self.nanos().max(1);
         self.last_failure.store(now, Ordering::Relaxed);
@@ -265,7 +259,7 @@ impl Health {
         breaker.down_since.fetch_max(now, Ordering::AcqRel);
         // A failure of its own: it probes for itself from now on.
         breaker.leader.store(NO_LEADER, Ordering::Relaxed);
-        breaker.schedule_probe(now.saturating_add(interval_nanos()), probe);
+        breaker.schedule_probe(now.saturating_add(interval_nanos()), false);
         !was_open
     }
 
@@ -383,7 +377,7 @@ mod tests {
     fn closed_until_an_outage_then_one_probe_at_a_time() {
         let health = Health::new(1);
         assert!(matches!(health.route(|| 0), Route::Store));
-        health.failed(0, &outage(), FailurePolicy::Local, false);
+        health.failed(0, &outage(), FailurePolicy::Local);
         assert!(health.in_outage());
         // Within the probe interval: every check is answered by the policy.
         let Route::Policy {
@@ -426,7 +420,7 @@ mod tests {
     #[test]
     fn a_probe_answered_after_the_outage_ended_frees_the_next_outages_probes() {
         let health = Health::new(1);
-        health.failed(0, &outage(), FailurePolicy::Local, false);
+        health.failed(0, &outage(), FailurePolicy::Local);
         probe_due(&health, 0);
         assert!(matches!(
             health.route(|| 0),
@@ -438,7 +432,7 @@ mod tests {
         // Then the probe's answer.
         health.succeeded(|| 0, true);
         // A new outage: its first probe is scheduled a probe interval on, not left claimed.
-        health.failed(0, &outage(), FailurePolicy::Local, false);
+        health.failed(0, &outage(), FailurePolicy::Local);
         assert!(matches!(
             health.route(|| 0),
             Route::Policy { probe: None, .. }
@@ -453,19 +447,20 @@ mod tests {
     #[test]
     fn a_failed_probe_waits_a_probe_interval() {
         let health = Health::new(1);
-        health.failed(0, &outage(), FailurePolicy::Local, false);
+        health.failed(0, &outage(), FailurePolicy::Local);
         probe_due(&health, 0);
         assert!(matches!(
             health.route(|| 0),
             Route::Policy { probe: Some(_), .. }
         ));
         // An older check failing meanwhile leaves the probe in flight alone.
-        health.failed(0, &outage(), FailurePolicy::Local, false);
+        health.failed(0, &outage(), FailurePolicy::Local);
         assert_eq!(
             health.breakers[0].next_probe.load(Ordering::Relaxed),
             PROBING
         );
-        health.failed(0, &outage(), FailurePolicy::Local, true);
+        // The probe fails: its claim stays, for its task's next probe.
+        health.failed(0, &outage(), FailurePolicy::Local);
         assert!(matches!(
             health.route(|| 0),
             Route::Policy { probe: None, .. }
@@ -478,8 +473,8 @@ mod tests {
         let mut health = Health::new(16_384);
         // Times far from the epoch, so that "quiet since 0" can be set below.
         health.epoch -= Duration::from_secs(10);
-        health.failed(3, &outage(), FailurePolicy::Closed, false);
-        health.failed(3, &outage(), FailurePolicy::Closed, false);
+        health.failed(3, &outage(), FailurePolicy::Closed);
+        health.failed(3, &outage(), FailurePolicy::Closed);
         assert!(matches!(
             health.route(|| 3),
             Route::Policy { probe: None, .. }
@@ -496,7 +491,7 @@ mod tests {
         health.last_failure.store(0, Ordering::Relaxed);
         health.succeeded(|| 4, false);
         assert!(!health.in_outage());
-        health.failed(5, &outage(), FailurePolicy::Closed, false);
+        health.failed(5, &outage(), FailurePolicy::Closed);
         assert!(matches!(health.route(|| 3), Route::Store));
         assert!(matches!(
             health.route(|| 5),
@@ -509,7 +504,7 @@ mod tests {
         let health = Health::new(16_384);
         health.open_ranges(&[(0, 10)], 3);
         assert!(matches!(health.route(|| 5), Route::Store), "no outage yet");
-        health.failed(3, &outage(), FailurePolicy::Closed, false);
+        health.failed(3, &outage(), FailurePolicy::Closed);
         health.open_ranges(&[(0, 10), (100, 101)], 3);
         for part in [0, 5, 10, 100, 101] {
             assert!(
@@ -546,8 +541,8 @@ mod tests {
     fn a_late_lookup_does_not_reopen_a_recovered_master() {
         let mut health = Health::new(16_384);
         health.epoch -= Duration::from_secs(10);
-        health.failed(3, &outage(), FailurePolicy::Closed, false);
-        health.failed(200, &outage(), FailurePolicy::Closed, false); // another master
+        health.failed(3, &outage(), FailurePolicy::Closed);
+        health.failed(200, &outage(), FailurePolicy::Closed); // another master
         health.succeeded(|| 3, false);
         health.open_ranges(&[(0, 10)], 3);
         assert!(matches!(health.route(|| 5), Route::Store));
@@ -557,13 +552,13 @@ mod tests {
     fn a_master_that_fails_again_opens_its_slots_again() {
         let mut health = Health::new(16_384);
         health.epoch -= Duration::from_secs(10);
-        health.failed(3, &outage(), FailurePolicy::Closed, false);
-        health.failed(200, &outage(), FailurePolicy::Closed, false); // keeps the outage going
+        health.failed(3, &outage(), FailurePolicy::Closed);
+        health.failed(200, &outage(), FailurePolicy::Closed); // keeps the outage going
         health.open_ranges(&[(0, 10)], 3);
         health.succeeded(|| 3, true);
         // Slot 5 followed 3, which closed: a failure of 5 is a new opening (a new lookup).
-        assert!(health.failed(5, &outage(), FailurePolicy::Closed, false));
-        assert!(!health.failed(5, &outage(), FailurePolicy::Closed, false));
+        assert!(health.failed(5, &outage(), FailurePolicy::Closed));
+        assert!(!health.failed(5, &outage(), FailurePolicy::Closed));
         health.open_ranges(&[(0, 10)], 5);
         assert!(matches!(
             health.route(|| 7),
@@ -587,7 +582,7 @@ mod tests {
     fn counts_policy_answers() {
         let health = Health::new(1);
         health.answered_by_policy();
-        health.failed(0, &outage(), FailurePolicy::Closed, false);
+        health.failed(0, &outage(), FailurePolicy::Closed);
         health.answered_by_policy();
         health.answered_by_policy();
         assert_eq!(health.policy_answers(), 3);

@@ -197,7 +197,8 @@ impl Shared {
     }
 
     /// Tells the breakers how a call of the part `part` gives (worked out only when needed)
-    /// went: answered, or failed with `error` (`probe`: it was that part's probe).
+    /// went: answered, or failed with `error` (`probe`: it was that part's probe, answered; a
+    /// failed probe keeps its claim, its task probing again).
     pub(super) fn settle(
         self: &Arc<Self>,
         error: Option<&StoreError>,
@@ -207,9 +208,7 @@ impl Shared {
         match error {
             Some(error) if error.is_outage() => {
                 let part = part();
-                let opened = self
-                    .health
-                    .failed(part, error, self.answering_policy(), probe);
+                let opened = self.health.failed(part, error, self.answering_policy());
                 if opened && self.store.parts() > 1 {
                     self.open_group_of(part);
                 }

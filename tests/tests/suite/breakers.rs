@@ -39,6 +39,17 @@ async fn closed(url: &str, timeout: Duration) -> Limiter {
         .unwrap()
 }
 
+/// Makes the ACL user `rl` (password `pw`) on the server of `admin`, allowed the keys under
+/// the default prefix and `commands`.
+async fn acl_user(admin: &mut redis::aio::MultiplexedConnection, commands: &[&str]) {
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "rl", "on", ">pw", "~ratelimit:*"])
+        .arg(commands)
+        .query_async(admin)
+        .await
+        .unwrap();
+}
+
 fn rate() -> Rate {
     Rate::new(1_000_000, Duration::from_secs(60)).unwrap()
 }
@@ -635,22 +646,11 @@ async fn a_demoted_primary_is_an_outage_and_its_connection_is_dropped() {
     let proxy = FaultProxy::start(old.address());
     let mut admin = old.connection().await;
     // The least the guide's ACL table asks for log checks: a probe needs nothing more.
-    let () = redis::cmd("ACL")
-        .arg(&[
-            "SETUSER",
-            "rl",
-            "on",
-            ">pw",
-            "~ratelimit:*",
-            "+@scripting",
-            "+@sortedset",
-            "+pexpire",
-            "+pttl",
-            "+time",
-        ])
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    acl_user(
+        &mut admin,
+        &["+@scripting", "+@sortedset", "+pexpire", "+pttl", "+time"],
+    )
+    .await;
     let url = proxy.url().replacen("redis://", "redis://rl:pw@", 1);
     let limiter = closed(&url, HEALTHY_TIMEOUT).await;
     limiter.check("k", rate()).await.unwrap();
@@ -708,20 +708,11 @@ async fn a_demoted_primary_is_an_outage_and_its_connection_is_dropped() {
 #[tokio::test]
 async fn a_missing_acl_permission_is_answered_by_the_policy_without_opening_the_breaker() {
     let redis = TestRedis::start_private();
-    let () = redis::cmd("ACL")
-        .arg(&[
-            "SETUSER",
-            "rl",
-            "on",
-            ">pw",
-            "~ratelimit:*",
-            "+@scripting",
-            "+@sortedset",
-            "+time",
-        ])
-        .query_async(&mut redis.connection().await)
-        .await
-        .unwrap();
+    acl_user(
+        &mut redis.connection().await,
+        &["+@scripting", "+@sortedset", "+time"],
+    )
+    .await;
     let limiter = closed(
         &format!("redis://rl:pw@{}/", redis.address()),
         HEALTHY_TIMEOUT,
