@@ -26,6 +26,15 @@ pub(crate) fn micros_since_epoch(at: SystemTime) -> Result<u64, RateLimitError> 
     }
 }
 
+/// `at` as microseconds since the Unix epoch, truncated, and clamped to `0..=MAX_TIME_US`
+/// (an expiry that cannot be a check's time: before 1970 it has passed, after 2155 it never
+/// comes).
+pub(crate) fn micros_saturating(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |since| {
+        since.as_micros().min(u128::from(MAX_TIME_US)) as u64
+    })
+}
+
 /// The wall clock now, in microseconds since the Unix epoch (0 if the clock reads before 1970).
 ///
 /// Read from the CPU's time-stamp counter (`quanta`, a few nanoseconds) and anchored to the

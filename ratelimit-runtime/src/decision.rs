@@ -47,6 +47,9 @@ pub(crate) enum Answer {
     /// Shadow mode, while the failure policy answered: the policy's fallback would have
     /// denied the call, which is admitted all the same.
     PolicyWouldDeny,
+    /// No check was made: the limit, or the limiter, is off, or the key exempt (see
+    /// [`Decision::is_exempt`]).
+    Exempt,
 }
 
 impl Decision {
@@ -76,6 +79,29 @@ impl Decision {
             reset_after,
             answer: Answer::Store,
         }
+    }
+
+    /// The answer of a check that was not made (see [`is_exempt`](Decision::is_exempt)).
+    #[must_use]
+    pub(crate) const fn exempt() -> Decision {
+        Decision {
+            allowed: true,
+            limit: u64::MAX,
+            remaining: u64::MAX,
+            retry_after: None,
+            reset_after: Duration::ZERO,
+            answer: Answer::Exempt,
+        }
+    }
+
+    /// `true` for a call admitted without a check, recording nothing: its limit or the whole
+    /// limiter is [`Mode::Off`](crate::Mode::Off), or its key is exempt
+    /// ([`Override::exempt`](crate::Override::exempt)). `limit` and `remaining` are
+    /// `u64::MAX`, as for a call exempt from every limit ([`Decisions::is_empty`](crate::Decisions::is_empty)); send no RateLimit fields for it (the layer
+    /// does not).
+    #[must_use]
+    pub const fn is_exempt(&self) -> bool {
+        matches!(self.answer, Answer::Exempt)
     }
 
     /// `true` when the call was admitted.
@@ -108,7 +134,7 @@ impl Decision {
     pub(crate) const fn by_policy(self) -> Decision {
         let answer = match self.answer {
             Answer::WouldDeny | Answer::PolicyWouldDeny => Answer::PolicyWouldDeny,
-            Answer::Store | Answer::Policy => Answer::Policy,
+            Answer::Store | Answer::Policy | Answer::Exempt => Answer::Policy,
         };
         Decision { answer, ..self }
     }
@@ -122,7 +148,7 @@ impl Decision {
         }
         let answer = match self.answer {
             Answer::Policy | Answer::PolicyWouldDeny => Answer::PolicyWouldDeny,
-            Answer::Store | Answer::WouldDeny => Answer::WouldDeny,
+            Answer::Store | Answer::WouldDeny | Answer::Exempt => Answer::WouldDeny,
         };
         Decision {
             allowed: true,

@@ -88,6 +88,8 @@ mod health;
 mod metrics;
 mod telemetry;
 
+mod registry;
+
 mod check;
 
 mod builder;
@@ -109,10 +111,11 @@ pub use error::{Denied, RateLimitError, StoreError};
 pub use global::{global, set_global};
 pub use headers::{CompositeHeaders, RateLimitHeaders};
 pub use limit::Limit;
-pub use limiter::Limiter;
+pub use limiter::{Limiter, Scoped};
 pub use permit::Permit;
 pub use policy::FailurePolicy;
 pub use rate::{Algorithm, Rate};
+pub use registry::{Action, Limits, Mode, Override, ScopeLimits};
 pub use returns::{FromRateLimitError, LimitedResult};
 
 #[cfg(feature = "axum")]

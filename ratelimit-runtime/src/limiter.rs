@@ -19,6 +19,7 @@ use crate::limit::{Limit, LimitRef};
 use crate::permit::Permit;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
+use crate::registry::{Limits, Mode, Resolved, Source};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use crate::testing::ManualClock;
@@ -117,6 +118,15 @@ impl Limiter {
     #[cfg(test)]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+
+    /// The time now by the limiter's clock (µs since the Unix epoch): its manual clock's, or
+    /// the wall clock (a Redis check's own time is the server's; an override's expiry is
+    /// read here).
+    pub(crate) fn now_us(&self) -> u64 {
+        self.shared
+            .time_of(None)
+            .unwrap_or_else(crate::clock::now_us)
     }
 
     /// A limiter whose every check fails with `reason`, as [`RateLimitError::InvalidConfig`]
@@ -504,12 +514,166 @@ impl Limiter {
     /// [`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)).
     #[must_use]
     pub fn is_shadow(&self) -> bool {
-        self.shared.shadow
+        self.shared.shadow()
     }
 
     /// The manual clock the limiter's checks are at, if any.
     pub(crate) fn manual_clock(&self) -> Option<&ManualClock> {
         self.shared.clock.as_ref()
+    }
+
+    /// A check of one limit for the attribute and the layer, through the registry: the limit
+    /// at `address` (the attribute's scope; a layer's `<scope>@<label>`) of `rate` (`per_call`: a rate chosen per call, which a scope entry's rate does
+    /// not replace) for `key`, whose caller's key `caller` reads (asked only when the scope
+    /// has overrides).
+    pub(crate) fn registered<'a>(
+        &'a self,
+        (scope, address): (&'a str, &str),
+        key: Key<'a>,
+        caller: impl FnOnce(&str) -> Option<Cow<'_, str>>,
+        rate: Rate,
+        per_call: bool,
+    ) -> Registered<'a> {
+        let resolved = self.shared.registry.resolve(
+            address,
+            rate,
+            per_call,
+            || caller(&key),
+            || self.now_us(),
+        );
+        match resolved {
+            Resolved::Check {
+                rate,
+                shadow: false,
+            } => Registered::Checking(self.checking(scope, key, rate)),
+            Resolved::Check { rate, shadow: true } => Registered::Shadow { key, rate },
+            Resolved::Exempt => Registered::Decided {
+                key,
+                rate,
+                decision: Decision::exempt(),
+            },
+            Resolved::Blocked {
+                rate,
+                retry_after,
+                shadow,
+            } => {
+                let decision = Decision::denied(rate.threshold(), retry_after, retry_after);
+                let decision = if shadow {
+                    crate::telemetry::shadow_denied(Some(scope), &key);
+                    decision.in_shadow()
+                } else {
+                    crate::telemetry::blocked(scope);
+                    decision
+                };
+                Registered::Decided {
+                    key,
+                    rate,
+                    decision,
+                }
+            }
+        }
+    }
+
+    /// What the registry makes of one limit of a composite check (the attribute's stacked
+    /// or composite limits, a layer's several rates): `address`'s limit of `rate`
+    /// (`per_call`: chosen per call) and `cost`, a shadow one in code when `shadow`, for the
+    /// caller's key that `caller` reads. A cost above a threshold the registry lowered is a
+    /// denial, not the code's mistake.
+    pub(crate) fn resolve_limit<'k>(
+        &self,
+        address: &str,
+        (rate, per_call, cost, shadow): (Rate, bool, u64, bool),
+        caller: impl FnOnce() -> Option<Cow<'k, str>>,
+    ) -> LimitResolved {
+        let resolved = self
+            .shared
+            .registry
+            .resolve(address, rate, per_call, caller, || self.now_us());
+        let code = rate;
+        let (rate, in_shadow, blocked) = match resolved {
+            Resolved::Exempt => return LimitResolved::Skip,
+            Resolved::Check { rate, shadow } => (rate, shadow, None),
+            Resolved::Blocked {
+                rate,
+                retry_after,
+                shadow,
+            } => (rate, shadow, Some(retry_after)),
+        };
+        let blocked = blocked.or_else(|| {
+            (code != rate && RateLimitError::cost_too_high(cost, rate).is_some())
+                .then(|| rate.period())
+        });
+        match blocked {
+            Some(retry_after) => {
+                let decision = Decision::denied(rate.threshold(), retry_after, retry_after);
+                if shadow || in_shadow {
+                    LimitResolved::WouldDeny
+                } else {
+                    crate::telemetry::blocked(address);
+                    LimitResolved::Deny(rate, decision)
+                }
+            }
+            None if shadow || in_shadow => LimitResolved::Shadow(rate),
+            None => LimitResolved::Enforce(rate),
+        }
+    }
+
+    /// A check of one limit in shadow mode (a [`Registered::Shadow`]): checked and recorded
+    /// as any other, a denial reported and answered as an admission that would have been
+    /// denied.
+    pub(crate) async fn checking_in_shadow(
+        &self,
+        scope: &str,
+        key: &str,
+        rate: Rate,
+    ) -> Result<Decision, RateLimitError> {
+        let limit = Limit::new(key, rate);
+        let (decisions, _records) = self
+            .shared
+            .check_recorded(Some(scope), vec![limit], None, true)
+            .await?;
+        Ok(*decisions.deciding().decision())
+    }
+
+    /// The limits operators change while the process runs, as set by
+    /// [`set_limits`](Limiter::set_limits) (a limits file's are apart from them).
+    #[must_use]
+    pub fn limits(&self) -> Limits {
+        self.shared.registry.get(Source::Api)
+    }
+
+    /// Replaces the limits set through this API by `limits`: scope entries (a rate, a mode),
+    /// key overrides (a rate, a block, an exemption, each with an optional expiry) and the
+    /// limiter's mode, addressed by the scope a denial names. In force for every check that
+    /// starts once this returns, on every clone of the limiter; logged (info, keys at debug
+    /// only) and counted. See [`guide::operating`](crate::guide::operating).
+    pub fn set_limits(&self, limits: Limits) {
+        self.shared.registry.set(Source::Api, limits);
+    }
+
+    /// Sets the limiter's mode (the kill switch): [`Mode::Shadow`] lets every call through
+    /// and reports what would have been denied, [`Mode::Off`] checks nothing, and
+    /// [`Mode::Enforce`] leaves each scope its own mode. Kept among the
+    /// [`limits`](Limiter::limits) of this API.
+    pub fn set_mode(&self, mode: Mode) {
+        self.set_limits(self.limits().mode(mode));
+    }
+
+    /// The limiter's mode in force: the latest source's, else the one it was built with
+    /// ([`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)).
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        self.shared.registry.mode()
+    }
+
+    /// The checks by hand of `scope`, so that the registry's entries of that scope apply to
+    /// them (see [`Scoped`]).
+    #[must_use]
+    pub fn scope<'a>(&'a self, scope: &'a str) -> Scoped<'a> {
+        Scoped {
+            limiter: self,
+            scope,
+        }
     }
 
     /// A check for the attribute and the layer: in a span with the field `scope`, labelled
@@ -521,13 +685,115 @@ impl Limiter {
     }
 }
 
+/// Checks by hand in one scope ([`Limiter::scope`]): the registry's entries of the scope
+/// apply to them (its rate, its mode, the overrides of their keys); keys are as
+/// [`Limiter::check`] stores them, unchanged.
+///
+/// ```
+/// use std::time::Duration;
+/// use ratelimit_runtime::{Limiter, Limits, Override, Rate, ScopeLimits};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ratelimit_runtime::RateLimitError> {
+/// let limiter = Limiter::memory();
+/// let rate = Rate::new(1, Duration::from_secs(60))?;
+/// limiter.set_limits(Limits::new().scope("search", ScopeLimits::new().key("ops", Override::exempt())));
+/// let search = limiter.scope("search");
+/// assert!(search.check("alice", rate).await?.allowed);
+/// assert!(!search.check("alice", rate).await?.allowed);
+/// assert!(search.check("ops", rate).await?.is_exempt());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Scoped<'a> {
+    limiter: &'a Limiter,
+    scope: &'a str,
+}
+
+impl<'a> Scoped<'a> {
+    /// Checks `key` against `rate`, or the registry's entry of this scope and key, and
+    /// records the call if it is admitted: [`Limiter::check`], through the registry.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::check`].
+    pub async fn check(&self, key: &'a str, rate: Rate) -> Result<Decision, RateLimitError> {
+        let shared = &self.limiter.shared;
+        let resolved = shared.registry.resolve(
+            self.scope,
+            rate,
+            false,
+            || Some(Cow::Borrowed(key)),
+            || self.limiter.now_us(),
+        );
+        match resolved {
+            Resolved::Check {
+                rate,
+                shadow: false,
+            } => self.limiter.check(key, rate).await,
+            Resolved::Check { rate, shadow: true } => {
+                self.limiter.checking_in_shadow(self.scope, key, rate).await
+            }
+            Resolved::Exempt => Ok(Decision::exempt()),
+            Resolved::Blocked {
+                rate,
+                retry_after,
+                shadow,
+            } => {
+                let decision = Decision::denied(rate.threshold(), retry_after, retry_after);
+                Ok(if shadow {
+                    decision.in_shadow()
+                } else {
+                    decision
+                })
+            }
+        }
+    }
+
+    /// The scope.
+    #[must_use]
+    pub fn name(&self) -> &'a str {
+        self.scope
+    }
+}
+
+/// What a limit of a composite check does, the registry asked ([`Limiter::resolve_limit`]).
+pub(crate) enum LimitResolved {
+    /// Left out: exempt, or off.
+    Skip,
+    /// Checked with the others, against this rate.
+    Enforce(Rate),
+    /// Checked on its own in shadow mode, against this rate, once the others admit.
+    Shadow(Rate),
+    /// A shadow limit that denies without a check (a blocked key): reported, left out.
+    WouldDeny,
+    /// Denies the call without a check (a blocked key, or a cost above the rate in force).
+    Deny(Rate, Decision),
+}
+
+/// What a check of one limit of the attribute or the layer does, the registry asked
+/// ([`Limiter::registered`]).
+pub(crate) enum Registered<'a> {
+    /// The check, against the rate in force.
+    Checking(Checking<'a>),
+    /// A check in shadow mode, by [`Limiter::checking_in_shadow`].
+    Shadow { key: Key<'a>, rate: Rate },
+    /// Decided without a check: exempt, or blocked.
+    Decided {
+        key: Key<'a>,
+        rate: Rate,
+        decision: Decision,
+    },
+}
+
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("store", &self.shared.store.kind())
             .field("failure_policy", &self.shared.policy)
             .field("clock", &self.shared.clock)
-            .field("shadow", &self.shared.shadow)
+            .field("mode", &self.shared.registry.mode())
             .field(
                 "deny_cache",
                 &self.shared.deny_cache.as_ref().map(DenyCache::capacity),

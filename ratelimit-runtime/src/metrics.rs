@@ -22,6 +22,10 @@ pub(crate) const POLICY_ANSWERED: &str = "ratelimit_policy_answered_total";
 pub(crate) const SHADOW_DENIED: &str = "ratelimit_shadow_denied_total";
 /// Denials the deny cache answered without a Redis call (each also counts as denied).
 pub(crate) const DENY_CACHE_ANSWERED: &str = "ratelimit_deny_cache_answered_total";
+/// Changes of a mode (a scope's, or without the label the limiter's) in the registry.
+pub(crate) const MODE_CHANGES: &str = "ratelimit_mode_changes_total";
+/// Changes of a scope's rate or key overrides in the registry.
+pub(crate) const REGISTRY_CHANGES: &str = "ratelimit_registry_changes_total";
 /// How long checks took, in seconds, store round trip included.
 pub(crate) const CHECK_DURATION: &str = "ratelimit_check_duration_seconds";
 /// The label naming the scope.
@@ -86,6 +90,21 @@ pub(crate) fn deny_cache_answered(scope: Option<&str>) {
 /// The store could not answer: the failure policy did.
 pub(crate) fn policy_answered(scope: Option<&str>) {
     increment(POLICY_ANSWERED, scope);
+}
+
+/// A blocked key's call was denied without a check.
+pub(crate) fn blocked(scope: &str) {
+    increment(DENIED, Some(scope));
+}
+
+/// A mode changed in the registry.
+pub(crate) fn mode_changed(scope: Option<&str>) {
+    increment(MODE_CHANGES, scope);
+}
+
+/// A scope's rate or overrides changed in the registry.
+pub(crate) fn registry_changed(scope: &str) {
+    increment(REGISTRY_CHANGES, Some(scope));
 }
 
 /// Adds one to the counter `name` of `scope`.

@@ -17,7 +17,7 @@ use crate::layout::{
     unscoped,
 };
 use crate::limit::{Limit, LimitRef};
-use crate::limiter::Limiter;
+use crate::limiter::{LimitResolved, Limiter, Registered};
 use crate::rate::Rate;
 use crate::returns::{FromRateLimitError, LimitedResult};
 
@@ -90,8 +90,9 @@ pub fn scoped_key<K: Display + ?Sized>(scope: &str, key: &K) -> String {
 }
 
 /// Checks one call of the function `scope`, keyed by `key` (from [`scoped_key`]) or by the
-/// scope alone. The two come as one tuple, which the generated code moves here whole, so that
-/// nothing of it stays in the function's future across the check's `.await` (a tuple read
+/// scope alone, through the registry (the limiter's and the scope's mode, the scope's rate, the
+/// key's override). The two come as one tuple, which the generated code moves here whole, so
+/// that nothing of it stays in the function's future across the check's `.await` (a tuple read
 /// field by field would be kept there, 40 bytes of every annotated function's future).
 /// The key's `String` is the one [`scoped_key`] made, and a denial keeps it for its
 /// [`Denied::key`]. In process nothing more is allocated for it (the store copies a key once,
@@ -111,59 +112,110 @@ pub fn check<'a>(
         Some(scoped) => Key::Owned(scoped),
         None => Key::Borrowed(scope),
     };
-    Check {
-        checking: limiter.checking(scope, key, rate),
-        scope,
-    }
+    let state = match limiter.registered(
+        (scope, scope),
+        key,
+        |stored| unscoped(scope, stored),
+        rate,
+        false,
+    ) {
+        Registered::Checking(checking) => State::Checking(checking),
+        Registered::Shadow { key, rate } => State::Shadow(Box::pin(async move {
+            limiter
+                .checking_in_shadow(scope, &key, rate)
+                .await
+                .map(|_| ())
+        })),
+        Registered::Decided { decision, .. } if decision.allowed => State::Done(Some(Ok(()))),
+        Registered::Decided {
+            key,
+            rate,
+            decision,
+        } => {
+            let denied = Denied::new(scope, caller_key(scope, key), rate, decision);
+            State::Done(Some(Err(RateLimitError::Denied(Box::new(denied)))))
+        }
+    };
+    Check { state, scope }
 }
 
 /// The future of [`check`]: an in-process check completes on its first poll.
 pub struct Check<'a> {
-    checking: Checking<'a>,
+    state: State<'a>,
     scope: &'static str,
+}
+
+/// What [`Check`] awaits.
+enum State<'a> {
+    /// The check, against the rate in force.
+    Checking(Checking<'a>),
+    /// A check in shadow mode (the scope's mode, or the key's): admitted whatever it says.
+    Shadow(Pin<Box<dyn Future<Output = Result<(), RateLimitError>> + Send + 'a>>),
+    /// Decided without a check (taken once).
+    Done(Option<Result<(), RateLimitError>>),
 }
 
 impl Future for Check<'_> {
     type Output = Result<(), RateLimitError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let answer = Pin::new(&mut self.checking).poll(cx);
+        let checking = match &mut self.state {
+            State::Checking(checking) => checking,
+            State::Shadow(shadow) => return shadow.as_mut().poll(cx),
+            State::Done(done) => {
+                return Poll::Ready(
+                    done.take()
+                        .expect("a rate limit check polled after it completed"),
+                );
+            }
+        };
+        let answer = Pin::new(&mut *checking).poll(cx);
         // An admission reads `allowed` in place; the rest is the out-of-line path's.
         if let Poll::Ready(Ok(Decision { allowed: true, .. })) = &answer {
             return Poll::Ready(Ok(()));
         }
         let answer = ready!(answer);
-        Poll::Ready(Err(self.error(answer)))
+        let scope = self.scope;
+        let State::Checking(checking) = &mut self.state else {
+            unreachable!("matched above")
+        };
+        Poll::Ready(Err(error(checking, scope, answer)))
     }
 }
 
-impl Check<'_> {
-    /// The error of a denial (its scope, key and rate, and the decision), or the check's own.
-    #[cold]
-    #[inline(never)]
-    fn error(&mut self, answer: Result<Decision, RateLimitError>) -> RateLimitError {
-        let decision = match answer {
-            Ok(decision) => decision,
-            Err(error) => return error,
-        };
-        // `E(scope)/E(key)` becomes `key`, in place unless the key was escaped; without a
-        // key, the key was the scope.
-        let key = match self.checking.take_key() {
-            Some(Key::Owned(mut scoped)) => {
-                match unscoped(self.scope, &scoped) {
-                    Some(Cow::Borrowed(key)) => {
-                        let key_len = key.len();
-                        scoped.drain(..scoped.len() - key_len);
-                    }
-                    Some(Cow::Owned(key)) => scoped = key,
-                    None => {}
+/// The error of a denial (its scope, key and rate, and the decision), or the check's own.
+#[cold]
+#[inline(never)]
+fn error(
+    checking: &mut Checking<'_>,
+    scope: &'static str,
+    answer: Result<Decision, RateLimitError>,
+) -> RateLimitError {
+    let decision = match answer {
+        Ok(decision) => decision,
+        Err(error) => return error,
+    };
+    let key = checking.take_key().and_then(|key| caller_key(scope, key));
+    let rate = checking.rate();
+    RateLimitError::Denied(Box::new(Denied::new(scope, key, rate, decision)))
+}
+
+/// The caller's key of `key`, a key of the plain form in `scope` (`None`: the scope alone):
+/// `E(scope)/E(key)` becomes `key`, in place unless the key was escaped.
+fn caller_key(scope: &str, key: Key<'_>) -> Option<String> {
+    match key {
+        Key::Owned(mut scoped) => {
+            match unscoped(scope, &scoped) {
+                Some(Cow::Borrowed(key)) => {
+                    let key_len = key.len();
+                    scoped.drain(..scoped.len() - key_len);
                 }
-                Some(scoped)
+                Some(Cow::Owned(key)) => scoped = key,
+                None => {}
             }
-            Some(Key::Borrowed(_)) | None => None,
-        };
-        let rate = self.checking.rate();
-        RateLimitError::Denied(Box::new(Denied::new(self.scope, key, rate, decision)))
+            Some(scoped)
+        }
+        Key::Borrowed(_) => None,
     }
 }
 
@@ -381,6 +433,8 @@ struct Part {
     key: String,
     caller_key: Option<std::ops::Range<usize>>,
     rate: Rate,
+    /// Whether the rate came from `rate = expr`, which a scope entry's rate does not replace.
+    per_call: bool,
     cost: u64,
     label: Option<&'static str>,
     shadow: bool,
@@ -460,6 +514,7 @@ impl Stack {
             key: text,
             caller_key,
             rate: spec.rate,
+            per_call: spec.rate_chosen_per_call,
             cost: spec.cost,
             label,
             shadow: spec.shadow,
@@ -568,18 +623,10 @@ impl Admitted {
 /// cost 1 through its lease).
 async fn admit(
     limiter: &Limiter,
-    stack: Stack,
+    mut stack: Stack,
     refundable: bool,
 ) -> Result<(Decisions, Recorded), RateLimitError> {
-    let all_shadow = limiter.is_shadow();
-    let (shadows, enforced): (Vec<usize>, Vec<usize>) =
-        (0..stack.parts.len()).partition(|&i| all_shadow || stack.parts[i].shadow);
-    if let Some(error) = enforced.iter().find_map(|&i| {
-        let part = &stack.parts[i];
-        RateLimitError::cost_too_high(part.cost, part.rate)
-    }) {
-        return Err(error);
-    }
+    let (shadows, enforced) = resolve(limiter, &mut stack)?;
     let mut checks = Vec::new();
     let decisions = if enforced.is_empty() {
         Decisions::exempt()
@@ -626,6 +673,65 @@ async fn admit(
     );
     let parts = stack.parts;
     Ok((decisions, Recorded { parts, checks }))
+}
+
+/// Asks the registry what each limit of `stack` does: its rate in force (set on its part),
+/// and whether it is checked as a shadow limit, enforced, or not at all (exempt, or off: left
+/// out of both lists). A blocked key denies the call at once, as a shadow limit would (a
+/// shadow one is reported and left out).
+///
+/// # Errors
+///
+/// [`RateLimitError::Denied`] by an enforced limit whose key is blocked, or whose rate in
+/// force is below the call's cost (a threshold the registry lowered); otherwise
+/// [`RateLimitError::CostTooHigh`] for a cost above its code's threshold.
+fn resolve(
+    limiter: &Limiter,
+    stack: &mut Stack,
+) -> Result<(Vec<usize>, Vec<usize>), RateLimitError> {
+    let (mut shadows, mut enforced) = (Vec::new(), Vec::new());
+    for (i, part) in stack.parts.iter_mut().enumerate() {
+        let resolved = limiter.resolve_limit(
+            part.scope,
+            (part.rate, part.per_call, part.cost, part.shadow),
+            || {
+                part.caller_key
+                    .clone()
+                    .map(|range| unescape(&part.key[range]))
+            },
+        );
+        match resolved {
+            LimitResolved::Skip => {}
+            LimitResolved::WouldDeny => {
+                crate::telemetry::shadow_denied(Some(part.scope), &part.key);
+            }
+            LimitResolved::Shadow(rate) => {
+                part.rate = rate;
+                shadows.push(i);
+            }
+            LimitResolved::Enforce(rate) => {
+                part.rate = rate;
+                enforced.push(i);
+            }
+            LimitResolved::Deny(rate, decision) => {
+                let label = part.label.map(Cow::Borrowed);
+                let decisions = Decisions::new(std::iter::once((label, rate, decision)));
+                let key = part
+                    .caller_key
+                    .clone()
+                    .map(|range| unescape(&part.key[range]).into_owned());
+                let denied = Denied::of_several(part.scope, key, decisions);
+                return Err(RateLimitError::Denied(Box::new(denied)));
+            }
+        }
+    }
+    if let Some(error) = enforced.iter().find_map(|&i| {
+        let part = &stack.parts[i];
+        RateLimitError::cost_too_high(part.cost, part.rate)
+    }) {
+        return Err(error);
+    }
+    Ok((shadows, enforced))
 }
 
 /// The future of a method of an `#[async_trait]` impl with a composite check: as

@@ -127,3 +127,27 @@ fn denial_event(scope: &str, key: &str, retry_after: Option<Duration>) {
     let key = key.as_deref();
     tracing::debug!(scope, key, ?retry_after, "rate limit denied the call");
 }
+
+/// A mode changed in the registry (`scope`'s, or `None`: the limiter's), counted (its event is
+/// the registry's).
+pub(crate) fn mode_changed(scope: Option<&str>) {
+    #[cfg(feature = "metrics")]
+    crate::metrics::mode_changed(scope);
+    #[cfg(not(feature = "metrics"))]
+    let _ = scope;
+}
+
+/// A scope's rate or overrides changed in the registry, counted.
+pub(crate) fn registry_changed(scope: &str) {
+    #[cfg(feature = "metrics")]
+    crate::metrics::registry_changed(scope);
+    #[cfg(not(feature = "metrics"))]
+    let _ = scope;
+}
+
+/// A blocked key's call was denied without a check: counted as a denial, with a debug event.
+pub(crate) fn blocked(scope: &str) {
+    tracing::debug!(scope, "a blocked key was denied");
+    #[cfg(feature = "metrics")]
+    crate::metrics::blocked(scope);
+}

@@ -16,11 +16,12 @@ use tower_service::Service;
 use super::key::KeyExtractor;
 use super::response::problem;
 use crate::__private::scoped_key;
+use crate::decisions::Decisions;
 use crate::error::{Denied, RateLimitError};
 use crate::key::Key;
 use crate::layout::{rate_key, rate_names, several_rates_key};
 use crate::limit::Limit;
-use crate::limiter::Limiter;
+use crate::limiter::{LimitResolved, Limiter, Registered};
 use crate::rate::Rate;
 
 /// The scope of a layer's keys when none is set, whose keys name their rates.
@@ -78,6 +79,9 @@ struct Config<K> {
     /// On the default scope, each rate's name in its keys, the first rate's first; `None` on
     /// a scope set by [`scope`](RateLimitLayer::scope).
     rate_names: Option<Vec<String>>,
+    /// Each rate's address in the registry, `<scope>@<label>`, the first rate's first (the
+    /// label: its name on the default scope, else its label, the first one's its window).
+    addresses: Vec<String>,
     key: Arc<K>,
     on_missing_key: Arc<dyn Fn(&Parts) -> Response + Send + Sync>,
 }
@@ -90,6 +94,7 @@ impl<K> Clone for Config<K> {
             more: self.more.clone(),
             scope: self.scope.clone(),
             rate_names: self.rate_names.clone(),
+            addresses: self.addresses.clone(),
             key: Arc::clone(&self.key),
             on_missing_key: Arc::clone(&self.on_missing_key),
         }
@@ -100,16 +105,19 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     /// A layer checking every request against `rate` with `limiter`, keyed by `key`.
     #[must_use]
     pub fn new(limiter: Limiter, rate: Rate, key: K) -> Self {
+        let mut config = Config {
+            limiter,
+            rate,
+            more: Vec::new(),
+            scope: Cow::Borrowed(DEFAULT_SCOPE),
+            rate_names: Some(rate_names(&[rate])),
+            addresses: Vec::new(),
+            key: Arc::new(key),
+            on_missing_key: Arc::new(|_: &Parts| missing_key_response()),
+        };
+        config.addresses = config.addresses();
         RateLimitLayer {
-            config: Arc::new(Config {
-                limiter,
-                rate,
-                more: Vec::new(),
-                scope: Cow::Borrowed(DEFAULT_SCOPE),
-                rate_names: Some(rate_names(&[rate])),
-                key: Arc::new(key),
-                on_missing_key: Arc::new(|_: &Parts| missing_key_response()),
-            }),
+            config: Arc::new(config),
         }
     }
 
@@ -169,8 +177,27 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     fn map_config(self, change: impl FnOnce(&mut Config<K>)) -> Self {
         let mut config = Arc::unwrap_or_clone(self.config);
         change(&mut config);
+        config.addresses = config.addresses();
         RateLimitLayer {
             config: Arc::new(config),
+        }
+    }
+}
+
+impl<K> Config<K> {
+    /// Each rate's address in the registry (see [`Config::addresses`]'s field).
+    fn addresses(&self) -> Vec<String> {
+        let first = crate::decisions::window(self.rate.period());
+        let labels = std::iter::once(first.as_str())
+            .chain(self.more.iter().map(|(_, label)| label.as_str()));
+        match &self.rate_names {
+            Some(names) => names
+                .iter()
+                .map(|name| format!("{}@{name}", self.scope))
+                .collect(),
+            None => labels
+                .map(|label| format!("{}@{label}", self.scope))
+                .collect(),
         }
     }
 }
@@ -281,26 +308,43 @@ where
                 Some(names) => rate_key(&config.scope, &key, &names[0]),
                 None => scoped_key(&config.scope, &key),
             };
-            let checked = config
-                .limiter
-                .checking(&config.scope, Key::Borrowed(&stored), config.rate)
-                .await;
+            let limiter = &config.limiter;
+            let registered = limiter.registered(
+                (&config.scope, &config.addresses[0]),
+                Key::Borrowed(&stored),
+                // Asked only of a scope with key overrides.
+                |_| Some(Cow::Owned(key.clone())),
+                config.rate,
+                false,
+            );
+            // A trial must not make well-behaved clients back off, nor an unchecked call
+            // tell them a quota.
+            let (checked, rate, fields) = match registered {
+                Registered::Checking(checking) => {
+                    (checking.await, config.rate, !limiter.is_shadow())
+                }
+                Registered::Shadow { key, rate } => (
+                    limiter.checking_in_shadow(&config.scope, &key, rate).await,
+                    rate,
+                    false,
+                ),
+                Registered::Decided { rate, decision, .. } => (Ok(decision), rate, false),
+            };
             let decision = match checked {
                 Ok(decision) => decision,
                 Err(error) => return Ok(error.into_response()),
             };
             if !decision.allowed {
-                let denied = Denied::new(config.scope.clone(), Some(key), config.rate, decision);
+                let denied = Denied::new(config.scope.clone(), Some(key), rate, decision);
                 return Ok(RateLimitError::Denied(Box::new(denied)).into_response());
             }
             let mut response = inner
                 .call(Request::from_parts(parts, body))
                 .await?
                 .into_response();
-            // A trial must not make well-behaved clients back off.
-            if !config.limiter.is_shadow() {
+            if fields {
                 decision
-                    .headers(config.rate)
+                    .headers(rate)
                     .apply_if_absent(response.headers_mut());
             }
             Ok(response)
@@ -326,35 +370,64 @@ where
         None => scoped_key(&config.scope, &key),
     };
     let first = crate::decisions::window(config.rate.period());
-    let limits = std::iter::once((config.rate, first.as_str()))
-        .chain(
-            config
-                .more
-                .iter()
-                .map(|(rate, label)| (*rate, label.as_str())),
-        )
-        .enumerate()
-        .map(|(index, (rate, label))| {
-            let stored = match &config.rate_names {
-                Some(names) => rate_key(&config.scope, &key, &names[index]),
-                None => several_rates_key(&scoped, label),
-            };
-            Limit::new(stored, rate).with_label(label.to_owned())
-        })
-        .collect();
-    let decisions = match config.limiter.checking_all(&config.scope, limits).await {
-        Ok(decisions) => decisions,
-        Err(error) => return Ok(error.into_response()),
+    let limiter = &config.limiter;
+    let mut shadows = Vec::new();
+    let mut limits = Vec::new();
+    let rates = std::iter::once((config.rate, first.as_str())).chain(
+        config
+            .more
+            .iter()
+            .map(|(rate, label)| (*rate, label.as_str())),
+    );
+    for (index, (rate, label)) in rates.enumerate() {
+        let stored = match &config.rate_names {
+            Some(names) => rate_key(&config.scope, &key, &names[index]),
+            None => several_rates_key(&scoped, label),
+        };
+        let address = &config.addresses[index];
+        let caller = || Some(Cow::Borrowed(key.as_str()));
+        let rate = match limiter.resolve_limit(address, (rate, false, 1, false), caller) {
+            LimitResolved::Skip | LimitResolved::WouldDeny => continue,
+            LimitResolved::Shadow(rate) => {
+                shadows.push((stored, rate));
+                continue;
+            }
+            LimitResolved::Enforce(rate) => rate,
+            LimitResolved::Deny(rate, decision) => {
+                let label = Some(Cow::Owned(label.to_owned()));
+                let decisions = Decisions::new(std::iter::once((label, rate, decision)));
+                let denied = Denied::of_several(config.scope.clone(), Some(key), decisions);
+                return Ok(RateLimitError::Denied(Box::new(denied)).into_response());
+            }
+        };
+        limits.push(Limit::new(stored, rate).with_label(label.to_owned()));
+    }
+    let decisions = if limits.is_empty() {
+        Decisions::exempt()
+    } else {
+        match limiter.checking_all(&config.scope, limits).await {
+            Ok(decisions) => decisions,
+            Err(error) => return Ok(error.into_response()),
+        }
     };
     if !decisions.allowed {
         let denied = Denied::of_several(config.scope.clone(), Some(key), decisions);
         return Ok(RateLimitError::Denied(Box::new(denied)).into_response());
     }
+    // The shadow rates once the others admit: each on its own, reported when it would deny.
+    for (stored, rate) in &shadows {
+        if let Err(error) = limiter
+            .checking_in_shadow(&config.scope, stored, *rate)
+            .await
+        {
+            tracing::debug!(scope = %config.scope, %error, "a shadow rate limit could not be checked");
+        }
+    }
     let mut response = inner
         .call(Request::from_parts(parts, body))
         .await?
         .into_response();
-    if !config.limiter.is_shadow() {
+    if !limiter.is_shadow() {
         decisions.headers().apply_if_absent(response.headers_mut());
     }
     Ok(response)

@@ -72,7 +72,7 @@ impl Shared {
             && limit.rate().is_leased()
             && at.is_none()
             && self.clock.is_none()
-            && !self.shadow
+            && !self.shadow()
             && matches!(self.store.access(), Access::Remote)
         {
             validate(&limits, false)?;
@@ -102,8 +102,11 @@ impl Shared {
         at: Option<SystemTime>,
         shadow: bool,
     ) -> Result<(Decisions, Records), RateLimitError> {
-        let shadow = shadow || self.shadow;
+        let shadow = shadow || self.shadow();
         validate(&limits, shadow)?;
+        if self.off() {
+            return Ok((Decisions::exempt(), Records::default()));
+        }
         let explicit = at.is_some();
         let at = self.time_of(at.map(clock::micros_since_epoch).transpose()?);
         let mut labels: Vec<Option<Cow<'static, str>>> =

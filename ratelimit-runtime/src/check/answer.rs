@@ -52,6 +52,9 @@ impl Shared {
     ) -> Next {
         let timer = Timer::start();
         let LimitRef { key, rate, cost } = limit;
+        if self.off() {
+            return Next::Answered(Ok(Decision::exempt()));
+        }
         match self.store.access() {
             Access::InProcess(store) => {
                 debug_assert_eq!(cost, 1, "other costs are checked by `all.rs`");
@@ -60,11 +63,11 @@ impl Shared {
                 telemetry::decided(
                     scope,
                     key,
-                    Some(admitted || self.shadow),
+                    Some(admitted || self.shadow()),
                     || verdict.retry_after(),
                     timer,
                 );
-                if !admitted && self.shadow {
+                if !admitted && self.shadow() {
                     telemetry::shadow_denied(scope, key);
                 }
                 Next::InProcess(verdict)
@@ -235,7 +238,7 @@ impl Shared {
         timer: Timer,
     ) -> Result<Decision, RateLimitError> {
         let result = match result {
-            Ok(decision) if !decision.allowed && self.shadow => {
+            Ok(decision) if !decision.allowed && self.shadow() => {
                 telemetry::shadow_denied(scope, key);
                 Ok(decision.in_shadow())
             }

@@ -129,7 +129,7 @@ impl Future for Checking<'_> {
             Next::InProcess(verdict) => {
                 this.done = true;
                 let decision = verdict.decision(rate);
-                if !decision.allowed && shared.shadow {
+                if !decision.allowed && shared.shadow() {
                     return Poll::Ready(Ok(decision.in_shadow()));
                 }
                 return Poll::Ready(Ok(decision));

@@ -56,7 +56,7 @@ impl Shared {
             outcome.or_else(|error| self.peek_by_policy(key, rate, at, error))?
         };
         // What a check would answer: in shadow mode, an admission that would deny.
-        Ok(if self.shadow {
+        Ok(if self.shadow() {
             decision.in_shadow()
         } else {
             decision

@@ -6,6 +6,7 @@ use super::deny_cache::DenyCache;
 use super::lease::Leases;
 use crate::health::Health;
 use crate::policy::FailurePolicy;
+use crate::registry::{Mode, Registry};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use crate::testing::ManualClock;
@@ -28,9 +29,10 @@ pub(crate) struct Shared {
     /// The clock every check without an explicit time is checked at; `None`: the wall clock
     /// (in process) or the Redis server's.
     pub(crate) clock: Option<ManualClock>,
-    /// Shadow mode: every limit is a shadow one, whose denials are reported and answered as
-    /// admissions that would have been denied.
-    pub(crate) shadow: bool,
+    /// The limits operators change while the process runs, and the limiter's mode: in shadow
+    /// mode every limit is a shadow one, whose denials are reported and answered as
+    /// admissions that would have been denied; off, nothing is checked.
+    pub(crate) registry: Registry,
     /// The full-window denials a remote store gave (`None`: in process, or switched off).
     pub(crate) deny_cache: Option<DenyCache>,
     /// The quota leases of leased rates (a remote store's only).
@@ -57,10 +59,22 @@ impl Shared {
             foreign_key_seen: AtomicBool::new(false),
             refusal_seen: AtomicBool::new(false),
             clock,
-            shadow,
+            registry: Registry::new(if shadow { Mode::Shadow } else { Mode::Enforce }),
             deny_cache,
             leases,
         }
+    }
+
+    /// Whether the limiter is in shadow mode now.
+    #[inline]
+    pub(crate) fn shadow(&self) -> bool {
+        self.registry.mode() == Mode::Shadow
+    }
+
+    /// Whether the limiter is off now: every check admitted without one.
+    #[inline]
+    pub(crate) fn off(&self) -> bool {
+        self.registry.mode() == Mode::Off
     }
 
     /// The policy that answers a check the store could not: the limiter's, except in shadow
@@ -69,7 +83,7 @@ impl Shared {
     #[inline]
     pub(crate) fn answering_policy(&self) -> FailurePolicy {
         match self.policy {
-            FailurePolicy::Closed if self.shadow => FailurePolicy::Open,
+            FailurePolicy::Closed if self.shadow() => FailurePolicy::Open,
             policy => policy,
         }
     }

@@ -16,6 +16,7 @@
 //! | [`keys`] | the key layout in Redis and in process, cluster slots, what a change of code moves, unblocking a caller |
 //! | [`redis`] | the Redis store: a Redis limiter in a `static`, what it stores, Cluster, Sentinel, replication, TLS and ACL users |
 //! | [`leases`] | quota leases: a hot key over Redis at in-process speed, exact; what they trade |
+//! | [`operating`] | limits changed while the process runs: scope entries, key overrides (a rate, a block, an exemption), the kill switch |
 //! | [`production`] | failure policies, circuit breakers, timeouts and resends, the deny cache, memory, logs and metrics, what each failure costs |
 //! | [`testing`] | tests of rate-limited code on a manual clock; replaying explicit times |
 //! | [`http`] | axum and actix-web: the fields on every response, an error type of your own, a whole router, the examples to run |
@@ -54,6 +55,10 @@ pub mod redis {
 
 pub mod leases {
     #![doc = include_str!("leases.md")]
+}
+
+pub mod operating {
+    #![doc = include_str!("operating.md")]
 }
 
 pub mod production {

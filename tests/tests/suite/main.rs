@@ -50,6 +50,7 @@ mod outcomes;
 mod paths;
 mod per_runtime;
 mod redis_store;
+mod registry;
 mod router_layer;
 mod semantics;
 mod sentinel;

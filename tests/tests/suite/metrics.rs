@@ -243,3 +243,33 @@ fn denials_the_deny_cache_answers_are_counted() {
         ])
     );
 }
+
+/// The registry: each change of a mode counted (`enforce` set over the default is none; a scope's labelled, the limiter's not), each
+/// change of a scope's rate or overrides counted; a blocked key's call counted as denied, an
+/// exempt one not at all.
+#[test]
+fn registry_changes_and_blocked_calls_are_counted() {
+    use ratelimit_runtime::{Limits, Mode, Override, ScopeLimits};
+    let (counters, histograms) = record(|| async {
+        let limiter = Limiter::memory();
+        let entry = ScopeLimits::new()
+            .mode(Mode::Enforce)
+            .key("bot", Override::block())
+            .key("ops", Override::exempt());
+        limiter.set_limits(Limits::new().scope("metrics.hello", entry.clone()));
+        let _ = hello(&limiter, "bot").await;
+        hello(&limiter, "ops").await.unwrap();
+        limiter.set_limits(Limits::new().scope("metrics.hello", entry.mode(Mode::Shadow)));
+        limiter.set_mode(Mode::Off);
+    });
+    assert_eq!(
+        counters,
+        map(&[
+            ("ratelimit_denied_total{scope=metrics.hello}", 1),
+            ("ratelimit_mode_changes_total{scope=metrics.hello}", 1),
+            ("ratelimit_mode_changes_total{}", 1),
+            ("ratelimit_registry_changes_total{scope=metrics.hello}", 1),
+        ])
+    );
+    assert!(histograms.is_empty(), "no check was made: {histograms:?}");
+}

@@ -1,0 +1,49 @@
+//! A change of the registry is logged at info with its source, scope and what changed; the
+//! keys of overrides appear at debug level only. One test in its own binary: a subscriber set
+//! for one thread does not see callsites that other threads, without one, have cached as
+//! disabled.
+
+use ratelimit_runtime::{Limiter, Limits, Mode, Override, ScopeLimits};
+use tests::journal::Journal;
+
+#[test]
+fn changes_are_logged_at_info_without_keys() {
+    let journal = Journal::default();
+    let _guard = tracing::subscriber::set_default(journal.clone());
+    let limiter = Limiter::memory();
+    let entry = ScopeLimits::new()
+        .mode(Mode::Shadow)
+        .key("user-secret-42", Override::block());
+    limiter.set_limits(Limits::new().scope("login", entry));
+    limiter.set_mode(Mode::Off);
+    let lines = journal.lines();
+    let logged = |words: &[&str]| {
+        lines
+            .iter()
+            .any(|line| line.starts_with("INFO") && words.iter().all(|word| line.contains(word)))
+    };
+    assert!(
+        logged(&[
+            "mode changed",
+            "source=\"api\"",
+            "scope=\"login\"",
+            "from=Enforce",
+            "to=Shadow"
+        ]) || logged(&[
+            "mode changed",
+            "source=\"api\"",
+            "scope=\"login\"",
+            "shadow"
+        ]),
+        "{lines:#?}"
+    );
+    assert!(
+        logged(&["key overrides changed", "scope=\"login\"", "to=1"]),
+        "{lines:#?}"
+    );
+    assert!(logged(&["limiter's mode changed", "off"]), "{lines:#?}");
+    assert!(
+        lines.iter().all(|line| !line.contains("user-secret-42")),
+        "a key logged above debug: {lines:#?}"
+    );
+}

@@ -1,0 +1,289 @@
+//! The registry: limits changed while the process runs (`Limiter::set_limits`), through the
+//! entry points users call (the attribute, stacked limits, the axum layer, checks by hand in a
+//! scope), on every store (in process, a real `redis-server`): the precedence table (code,
+//! scope entry, key override: rate, block, exempt, expiry; scope mode; limiter mode), the log
+//! kept across a change, and `off` sending nothing to Redis (counted at the server).
+//!
+//! Timing: windows are an hour, and time moves only by a manual clock.
+
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum::routing::get;
+use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
+use ratelimit_runtime::testing::ManualClock;
+use ratelimit_runtime::{
+    Limiter, Limits, Mode, Override, Rate, RateLimitError, ScopeLimits, rate_limit,
+};
+use tests::{TestRedis, at_secs, connected, logged, scripts_run, unique_prefix};
+
+use crate::support::http::{client, serve};
+
+const HOUR: Duration = Duration::from_secs(3_600);
+
+fn rate(threshold: u64) -> Rate {
+    Rate::new(threshold, HOUR).expect("a rate")
+}
+
+fn start() -> SystemTime {
+    at_secs(1_800_000_000.0)
+}
+
+#[rate_limit(name = "login", period = 3600, threshold = 2, key = user, limiter = limiter)]
+async fn login(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// Admitted (`true`) or denied (`false`); any other error fails the test.
+async fn admitted(limiter: &Limiter, user: &str) -> bool {
+    match login(limiter, user).await {
+        Ok(()) => true,
+        Err(RateLimitError::Denied(_)) => false,
+        Err(error) => panic!("not a decision: {error}"),
+    }
+}
+
+/// How many of `n` calls of `user` are admitted.
+async fn admits(limiter: &Limiter, user: &str, n: usize) -> usize {
+    let mut admitted_calls = 0;
+    for _ in 0..n {
+        admitted_calls += usize::from(admitted(limiter, user).await);
+    }
+    admitted_calls
+}
+
+/// Every row of the precedence table through the attribute, on `limiter` (on `clock`);
+/// `scripts`, when on Redis, counts the scripts the server ran.
+async fn precedence(limiter: &Limiter, clock: &ManualClock, scripts: impl AsyncFn() -> u64) {
+    // The code: 2 an hour.
+    assert_eq!(admits(limiter, "ann", 3).await, 2);
+
+    // A scope entry's rate, in the same log: one more, not three.
+    let more = ScopeLimits::new().rate(rate(3));
+    limiter.set_limits(Limits::new().scope("login", more.clone()));
+    assert_eq!(admits(limiter, "ann", 3).await, 1);
+    assert_eq!(logged(limiter, "login/ann", rate(3)).await, 3);
+
+    // Key overrides beat the scope's entry.
+    let until = start() + Duration::from_secs(10);
+    let entry = more
+        .clone()
+        .key("vip", Override::rate(rate(5)))
+        .key("evil", Override::block().until(until))
+        .key("ops", Override::exempt())
+        .key("trial", Override::rate(rate(5)).until(until));
+    limiter.set_limits(Limits::new().scope("login", entry.clone()));
+    assert_eq!(admits(limiter, "vip", 6).await, 5);
+    assert_eq!(admits(limiter, "trial", 6).await, 5);
+    let before = scripts().await;
+    assert_eq!(admits(limiter, "ops", 10).await, 10);
+    let err = login(limiter, "evil").await.expect_err("blocked");
+    let denied = err.as_denied().expect("a denial");
+    assert_eq!(
+        (denied.scope(), denied.key()),
+        ("login", Some("evil")),
+        "a block names its scope and key"
+    );
+    assert_eq!(denied.decision().retry_after, Some(Duration::from_secs(10)));
+    assert_eq!(
+        scripts().await,
+        before,
+        "an exempt key and a blocked one cost the store nothing"
+    );
+    assert_eq!(logged(limiter, "login/ops", rate(3)).await, 0);
+    assert_eq!(logged(limiter, "login/evil", rate(3)).await, 0);
+
+    // Expired overrides are gone: the scope's rate again (trial's log holds 5 already).
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(admits(limiter, "evil", 4).await, 3);
+    assert_eq!(admits(limiter, "trial", 1).await, 0);
+
+    // A scope in shadow mode admits, records what fits, reports the rest.
+    let shadow = entry.clone().mode(Mode::Shadow);
+    limiter.set_limits(Limits::new().scope("login", shadow));
+    assert_eq!(admits(limiter, "ann", 3).await, 3);
+    assert_eq!(logged(limiter, "login/ann", rate(3)).await, 3);
+    assert_eq!(admits(limiter, "bea", 4).await, 4);
+    assert_eq!(logged(limiter, "login/bea", rate(3)).await, 3);
+
+    // A scope off: nothing checked, nothing sent.
+    limiter.set_limits(Limits::new().scope("login", entry.clone().mode(Mode::Off)));
+    let before = scripts().await;
+    assert_eq!(admits(limiter, "ann", 5).await, 5);
+    assert_eq!(scripts().await, before, "`off` sends nothing to the store");
+
+    // The limiter's mode beats the scope's: off everywhere, then shadow over `enforce`.
+    limiter.set_limits(Limits::new().scope("login", entry.clone()).mode(Mode::Off));
+    assert_eq!(limiter.mode(), Mode::Off);
+    let before = scripts().await;
+    assert_eq!(admits(limiter, "ann", 5).await, 5);
+    let hand = limiter.check("by-hand", rate(1)).await.expect("a check");
+    assert!(hand.is_exempt(), "{hand:?}");
+    assert_eq!(scripts().await, before, "`off` sends nothing to the store");
+    limiter.set_limits(
+        Limits::new()
+            .scope("login", entry.clone())
+            .mode(Mode::Shadow),
+    );
+    assert!(limiter.is_shadow());
+    assert_eq!(admits(limiter, "ann", 2).await, 2);
+    assert_eq!(logged(limiter, "login/ann", rate(3)).await, 3);
+
+    // Back to the code: the log kept all along.
+    limiter.set_limits(Limits::new());
+    assert_eq!(limiter.mode(), Mode::Enforce);
+    assert_eq!(admits(limiter, "ann", 1).await, 0);
+    assert_eq!(
+        admits(limiter, "vip", 1).await,
+        0,
+        "5 logged, above the code's 2"
+    );
+}
+
+#[tokio::test]
+async fn the_precedence_table_in_process() {
+    let clock = ManualClock::new(start());
+    let limiter = Limiter::builder()
+        .clock(clock.clone())
+        .build()
+        .expect("a limiter");
+    precedence(&limiter, &clock, async || 0).await;
+}
+
+#[tokio::test]
+async fn the_precedence_table_on_redis() {
+    let redis = TestRedis::start();
+    let clock = ManualClock::new(start());
+    let prefix = unique_prefix("registry");
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(&prefix)
+        .clock(clock.clone())
+        .build()
+        .expect("a limiter");
+    connected(&limiter, "warm-up").await;
+    precedence(&limiter, &clock, async || scripts_run(&redis).await).await;
+    redis.clean_up(&prefix).await;
+}
+
+// Two limits stacked: the first named, the second addressed by its function and position.
+#[rate_limit(name = "burst", period = 3600, threshold = 3, key = user, limiter = limiter)]
+#[rate_limit(period = 3600, threshold = 2, key = user, limiter = limiter)]
+async fn stacked(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// Stacked limits: each is addressed by the scope its denial names; a limit off is left out,
+/// a blocked key denies the whole call, and the check stays all or nothing.
+#[tokio::test]
+async fn stacked_limits_are_addressed_by_the_scope_their_denials_name() {
+    let limiter = Limiter::memory();
+    stacked(&limiter, "ann").await.expect("admitted");
+    stacked(&limiter, "ann").await.expect("admitted");
+    let err = stacked(&limiter, "ann").await.expect_err("denied");
+    let second = err.as_denied().expect("a denial").scope().to_owned();
+    assert!(second.ends_with("::stacked#2"), "{second}");
+
+    // The second limit off: the first (3) decides.
+    limiter.set_limits(Limits::new().scope(&second, ScopeLimits::new().mode(Mode::Off)));
+    stacked(&limiter, "ann").await.expect("admitted");
+    let err = stacked(&limiter, "ann").await.expect_err("denied");
+    assert_eq!(err.as_denied().expect("a denial").scope(), "burst");
+
+    // A blocked key of the first: denied by it, recorded by neither.
+    let blocked = ScopeLimits::new().key("bob", Override::block());
+    limiter.set_limits(Limits::new().scope("burst", blocked));
+    let err = stacked(&limiter, "bob").await.expect_err("blocked");
+    let denied = err.as_denied().expect("a denial");
+    assert_eq!((denied.scope(), denied.key()), ("burst", Some("bob")));
+    assert_eq!(denied.decision().retry_after, Some(HOUR), "a period");
+    limiter.set_limits(Limits::new());
+    stacked(&limiter, "bob")
+        .await
+        .expect("nothing was recorded");
+    stacked(&limiter, "bob")
+        .await
+        .expect("nothing was recorded");
+
+    // A threshold the registry lowers below the burst's count denies.
+    let lower = ScopeLimits::new().rate(rate(1));
+    limiter.set_limits(Limits::new().scope("burst", lower));
+    let err = stacked(&limiter, "cy").await;
+    assert!(err.is_ok(), "the first call fits one: {err:?}");
+    let err = stacked(&limiter, "cy").await.expect_err("denied");
+    assert_eq!(err.as_denied().expect("a denial").scope(), "burst");
+}
+
+/// A check by hand in a scope: the scope's entries apply to it, its keys as given.
+#[tokio::test]
+async fn checks_by_hand_in_a_scope_take_its_entries() {
+    let limiter = Limiter::memory();
+    let search = limiter.scope("search");
+    let entry = ScopeLimits::new()
+        .rate(rate(2))
+        .key("bot", Override::block());
+    limiter.set_limits(Limits::new().scope("search", entry));
+    for expected in [true, true, false] {
+        let decision = search.check("ann", rate(1)).await.expect("a check");
+        assert_eq!(decision.allowed, expected, "{decision:?}");
+    }
+    assert_eq!(
+        logged(&limiter, "ann", rate(2)).await,
+        2,
+        "the key as given"
+    );
+    let bot = search.check("bot", rate(1)).await.expect("a check");
+    assert!(!bot.allowed && bot.retry_after == Some(HOUR), "{bot:?}");
+    let unscoped = limiter.check("bot", rate(1)).await.expect("a check");
+    assert!(unscoped.allowed, "a check without a scope has no entries");
+}
+
+/// A layer's rates are addressed `<scope>@<label>`: the default scope's labels name the
+/// rates (`2/1h`), a scope's own are the rates' windows. Off: no RateLimit fields.
+#[tokio::test]
+async fn a_layers_rates_are_addressed_by_scope_and_label() {
+    let limiter = Limiter::memory();
+    let layer = RateLimitLayer::new(limiter.clone(), rate(2), HeaderKey::new("x-user"));
+    let scoped = RateLimitLayer::new(limiter.clone(), rate(2), HeaderKey::new("x-user"))
+        .and_rate(Rate::new(5, Duration::from_secs(86_400)).expect("a rate"))
+        .scope("api");
+    let app = Router::new()
+        .route("/a", get(|| async { "ok" }))
+        .layer(layer)
+        .merge(
+            Router::new()
+                .route("/b", get(|| async { "ok" }))
+                .layer(scoped),
+        );
+    let base = serve(app).await;
+    let call = async |path: &str, user: &str| {
+        let response = client()
+            .get(format!("{base}{path}"))
+            .header("x-user", user)
+            .send()
+            .await
+            .expect("a response");
+        let fields = response.headers().contains_key("ratelimit");
+        (response.status().as_u16(), fields)
+    };
+    let limits = Limits::new()
+        .scope(
+            "layer@2/1h",
+            ScopeLimits::new().key("evil", Override::block()),
+        )
+        .scope("api@1d", ScopeLimits::new().mode(Mode::Off))
+        .scope("api@1h", ScopeLimits::new().key("ops", Override::exempt()));
+    limiter.set_limits(limits);
+    assert_eq!(call("/a", "evil").await, (429, true));
+    assert_eq!(call("/a", "ann").await, (200, true));
+    // `/b`: its daily rate off, its hourly one in force; `ops` exempt from it too.
+    for _ in 0..2 {
+        assert_eq!(call("/b", "ann").await, (200, true));
+    }
+    assert_eq!(call("/b", "ann").await.0, 429);
+    for _ in 0..3 {
+        assert_eq!(call("/b", "ops").await, (200, false), "exempt from both");
+    }
+    limiter.set_mode(Mode::Off);
+    assert_eq!(call("/a", "evil").await, (200, false), "off: no fields");
+}
