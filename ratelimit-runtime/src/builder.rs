@@ -40,6 +40,7 @@ pub struct LimiterBuilder {
     deny_cache_ttl: Duration,
     deny_cache_capacity: usize,
     replica_wait: Option<(u32, Duration)>,
+    limits_file: Option<std::path::PathBuf>,
 }
 
 /// The Redis deployment a builder was pointed at.
@@ -65,6 +66,7 @@ impl Default for LimiterBuilder {
             deny_cache_ttl: Self::DEFAULT_DENY_CACHE_TTL,
             deny_cache_capacity: Self::DEFAULT_DENY_CACHE_CAPACITY,
             replica_wait: None,
+            limits_file: None,
         }
     }
 }
@@ -209,6 +211,22 @@ impl LimiterBuilder {
         self
     }
 
+    /// A limits file (feature `limits-file`): scope entries, key overrides and the limiter's
+    /// mode in TOML, applied at [`build`](LimiterBuilder::build) and re-read whenever it
+    /// changes (its directory is watched, so a replacement by rename is seen too); a change
+    /// that does not parse or validate is rejected whole, logged at error level, and the
+    /// limits in force stay. Its entries rank below those of
+    /// [`Limiter::set_limits`](crate::Limiter::set_limits). The format and a complete file are
+    /// in [`guide::operating`](crate::guide::operating#the-limits-file).
+    ///
+    /// Without the `limits-file` feature, [`build`](LimiterBuilder::build) refuses it with an
+    /// error naming the feature.
+    #[must_use]
+    pub fn limits_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.limits_file = Some(path.into());
+        self
+    }
+
     /// The deny cache of a Redis limiter (default on; an in-process limiter has none: its
     /// store is in process already). When the store denies a call of cost 1 because the key's
     /// window is full, the limiter keeps the denial in process until the window's first unit
@@ -314,9 +332,10 @@ impl LimiterBuilder {
         self
     }
 
-    /// Builds the limiter. It does no I/O: it connects lazily, on the first check, so a Redis
-    /// that is down now does not make this fail, and a Redis limiter can be made in a `static`
-    /// (`LazyLock`) like an in-process one.
+    /// Builds the limiter. It does no network I/O: it connects lazily, on the first check, so
+    /// a Redis that is down now does not make this fail, and a Redis limiter can be made in a
+    /// `static` (`LazyLock`) like an in-process one. A [limits file](LimiterBuilder::limits_file)
+    /// is read here, and its directory watched from here on.
     ///
     /// # Errors
     ///
@@ -328,7 +347,9 @@ impl LimiterBuilder {
     /// that disagree on TLS or credentials, or a `redis+unix://` or `/<db>` node URL), a zero
     /// timeout, a zero
     /// `max_keys`, a `deny_cache_ttl` under 1 ms, a `deny_cache_capacity` of zero or above
-    /// 2^22, or a `wait_for_replicas` of zero replicas or a wait not within the timeout.
+    /// 2^22, a `wait_for_replicas` of zero replicas or a wait not within the timeout, or a
+    /// limits file that is missing, cannot be watched, or has a mistake (named with its line:
+    /// a typo never means no limits).
     pub fn build(self) -> Result<Limiter, RateLimitError> {
         if self.timeout.is_zero() {
             return Err(RateLimitError::InvalidConfig(
@@ -400,14 +421,31 @@ impl LimiterBuilder {
         let deny_cache = (self.deny_cache && matches!(store, Store::Redis(_)))
             .then(|| DenyCache::new(self.deny_cache_capacity, self.deny_cache_ttl, self.timeout));
         let fallback = MemoryStore::with_max_keys(max_keys);
-        Ok(Limiter::from_shared(Shared::new(
+        let limiter = Limiter::from_shared(Shared::new(
             store,
             self.failure_policy,
             fallback,
             self.clock,
             self.shadow,
             deny_cache,
-        )))
+        ));
+        if let Some(path) = self.limits_file {
+            #[cfg(feature = "limits-file")]
+            limiter
+                .shared()
+                .registry
+                .watch_file(path)
+                .map_err(|error| RateLimitError::InvalidConfig(error.into()))?;
+            #[cfg(not(feature = "limits-file"))]
+            return Err(RateLimitError::InvalidConfig(
+                format!(
+                    "a limits file ({}) needs the `limits-file` feature of ratelimit-runtime",
+                    path.display()
+                )
+                .into(),
+            ));
+        }
+        Ok(limiter)
     }
 }
 
@@ -439,6 +477,7 @@ impl fmt::Debug for LimiterBuilder {
             .field("deny_cache_ttl", &self.deny_cache_ttl)
             .field("deny_cache_capacity", &self.deny_cache_capacity)
             .field("wait_for_replicas", &self.replica_wait)
+            .field("limits_file", &self.limits_file)
             .finish()
     }
 }

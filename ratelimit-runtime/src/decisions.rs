@@ -186,7 +186,7 @@ impl Decisions {
 static EXEMPT: LimitDecision = LimitDecision {
     label: Cow::Borrowed("exempt"),
     rate: Rate::new_const(Rate::MAX_THRESHOLD, Rate::MAX_PERIOD),
-    decision: Decision::admitted(u64::MAX, u64::MAX, Duration::ZERO),
+    decision: Decision::exempt(),
 };
 
 impl Deref for Decisions {

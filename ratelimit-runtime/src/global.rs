@@ -29,7 +29,9 @@ pub fn set_global(limiter: Limiter) -> Result<(), Limiter> {
 /// - else `RATELIMIT_REDIS_URL`, else `REDIS_URL`: one Redis server, or a Sentinel
 ///   deployment's master (`redis+sentinel://…`, feature `sentinel`, see
 ///   [`LimiterBuilder::redis_url`](crate::LimiterBuilder::redis_url));
-/// - else (none set, or all empty): in process.
+/// - else (none set, or all empty): in process;
+/// - and `RATELIMIT_LIMITS_FILE` (feature `limits-file`): a limits file, read now and watched
+///   (see [`LimiterBuilder::limits_file`](crate::LimiterBuilder::limits_file)).
 ///
 /// No connection is made here (the first check connects, on its own runtime). A malformed
 /// setting (a typo, a feature not compiled in) is a mistake to fix, not an outage to ride
@@ -48,6 +50,47 @@ fn from_settings(lookup: impl Fn(&'static str) -> Option<String>) -> Limiter {
             .filter(|value| !value.trim().is_empty())
             .map(|value| (name, value))
     };
+    let limiter = store_from_settings(&setting);
+    match setting(LIMITS_FILE) {
+        Some((_, path)) => with_limits_file(limiter, path),
+        None => limiter,
+    }
+}
+
+/// The variable that names the default limiter's limits file.
+const LIMITS_FILE: &str = "RATELIMIT_LIMITS_FILE";
+
+/// `limiter` with the limits file at `path` in force and watched; a limiter whose every check
+/// answers `InvalidConfig` when the file cannot be used (a typo never means no limits).
+fn with_limits_file(limiter: Limiter, path: String) -> Limiter {
+    #[cfg(feature = "limits-file")]
+    let used = limiter.shared().registry.watch_file(path.into());
+    #[cfg(not(feature = "limits-file"))]
+    let used: Result<(), String> = {
+        let _ = path;
+        Err("a limits file needs the `limits-file` feature of ratelimit-runtime".into())
+    };
+    match used {
+        Ok(()) => limiter,
+        Err(error) => {
+            tracing::error!(
+                %error,
+                variable = LIMITS_FILE,
+                "the default rate limiter cannot use its limits file; every check answers \
+                 InvalidConfig until the file is fixed and the process restarted"
+            );
+            Limiter::misconfigured(
+                format!("{LIMITS_FILE} names no usable limits file: {error}").into(),
+                FailurePolicy::default(),
+            )
+        }
+    }
+}
+
+/// The default limiter's store, from the settings `setting` finds.
+fn store_from_settings(
+    setting: &impl Fn(&'static str) -> Option<(&'static str, String)>,
+) -> Limiter {
     let builder = Limiter::builder();
     let (variable, built) = if let Some((variable, nodes)) = setting("RATELIMIT_REDIS_CLUSTER") {
         (variable, cluster(builder, &nodes))
@@ -142,6 +185,28 @@ mod tests {
                 "{error:?}"
             );
         }
+    }
+
+    /// A limits file that cannot be used (missing here; without the feature, any): every
+    /// check answers `InvalidConfig` naming the variable and why, never "no limits".
+    #[tokio::test]
+    async fn an_unusable_limits_file_makes_every_check_a_configuration_error() {
+        let path = "/nonexistent/limits.toml";
+        let limiter =
+            from_settings(|name| (name == "RATELIMIT_LIMITS_FILE").then(|| path.to_owned()));
+        let rate = Rate::new(5, std::time::Duration::from_secs(1)).unwrap();
+        let error = limiter.check("k", rate).await.unwrap_err();
+        let RateLimitError::InvalidConfig(reason) = &error else {
+            panic!("{error:?}");
+        };
+        assert!(reason.starts_with("RATELIMIT_LIMITS_FILE"), "{reason}");
+        #[cfg(feature = "limits-file")]
+        assert!(
+            reason.contains(path) && reason.contains("cannot read"),
+            "{reason}"
+        );
+        #[cfg(not(feature = "limits-file"))]
+        assert!(reason.contains("`limits-file` feature"), "{reason}");
     }
 
     /// Without the `cluster` feature a cluster setting is a configuration error that names it

@@ -19,7 +19,7 @@ use crate::limit::{Limit, LimitRef};
 use crate::permit::Permit;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
-use crate::registry::{Limits, Mode, Resolved, Source};
+use crate::registry::{Limits, Mode, Resolved, Source, View};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use crate::testing::ManualClock;
@@ -114,8 +114,8 @@ impl Limiter {
         }
     }
 
-    /// The state its clones share, for the check path's own tests.
-    #[cfg(test)]
+    /// The state its clones share (the registry's, for the limits file's watcher).
+    #[cfg(any(test, feature = "limits-file"))]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
@@ -546,6 +546,10 @@ impl Limiter {
                 rate,
                 shadow: false,
             } => Registered::Checking(self.checking(scope, key, rate)),
+            // The limiter's own shadow mode: the check path's (no allocation).
+            Resolved::Check { rate, shadow: true } if self.is_shadow() => {
+                Registered::Checking(self.checking(scope, key, rate))
+            }
             Resolved::Check { rate, shadow: true } => Registered::Shadow { key, rate },
             Resolved::Exempt => Registered::Decided {
                 key,
@@ -574,21 +578,25 @@ impl Limiter {
         }
     }
 
-    /// What the registry makes of one limit of a composite check (the attribute's stacked
-    /// or composite limits, a layer's several rates): `address`'s limit of `rate`
+    /// The limits in force now, one version of them, which every limit of a composite check
+    /// is resolved against ([`resolve_limit`](Limiter::resolve_limit)).
+    pub(crate) fn registry_view(&self) -> View<'_> {
+        self.shared.registry.view()
+    }
+
+    /// What the registry's `view` makes of one limit of a composite check (the attribute's
+    /// stacked or composite limits, a layer's several rates): `address`'s limit of `rate`
     /// (`per_call`: chosen per call) and `cost`, a shadow one in code when `shadow`, for the
     /// caller's key that `caller` reads. A cost above a threshold the registry lowered is a
     /// denial, not the code's mistake.
     pub(crate) fn resolve_limit<'k>(
         &self,
+        view: &View<'_>,
         address: &str,
         (rate, per_call, cost, shadow): (Rate, bool, u64, bool),
         caller: impl FnOnce() -> Option<Cow<'k, str>>,
     ) -> LimitResolved {
-        let resolved = self
-            .shared
-            .registry
-            .resolve(address, rate, per_call, caller, || self.now_us());
+        let resolved = view.resolve(address, rate, per_call, caller, || self.now_us());
         let code = rate;
         let (rate, in_shadow, blocked) = match resolved {
             Resolved::Exempt => return LimitResolved::Skip,
@@ -621,18 +629,36 @@ impl Limiter {
     /// A check of one limit in shadow mode (a [`Registered::Shadow`]): checked and recorded
     /// as any other, a denial reported and answered as an admission that would have been
     /// denied.
+    ///
+    /// Shadow mode never fails a call: a store that cannot answer is answered as
+    /// [`FailurePolicy::Open`] does (admitted, recording nothing), whatever the limiter's
+    /// policy. `scope`: the attribute's or the layer's (whose keys are escaped), `None` for a
+    /// key given by hand.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidInput`] or [`RateLimitError::InvalidConfig`]: the call's or
+    /// the limiter's mistake, not the store's.
     pub(crate) async fn checking_in_shadow(
         &self,
-        scope: &str,
+        scope: Option<&str>,
         key: &str,
         rate: Rate,
     ) -> Result<Decision, RateLimitError> {
         let limit = Limit::new(key, rate);
-        let (decisions, _records) = self
+        match self
             .shared
-            .check_recorded(Some(scope), vec![limit], None, true)
-            .await?;
-        Ok(*decisions.deciding().decision())
+            .check_recorded(scope, vec![limit], None, true)
+            .await
+        {
+            Ok((decisions, _records)) => Ok(*decisions.deciding().decision()),
+            Err(RateLimitError::Unavailable(error)) => {
+                tracing::debug!(scope, %error, "a shadow rate limit could not be checked");
+                let threshold = rate.threshold();
+                Ok(Decision::admitted(threshold, threshold - 1, rate.period()).by_policy())
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// The limits operators change while the process runs, as set by
@@ -656,7 +682,17 @@ impl Limiter {
     /// [`Mode::Enforce`] leaves each scope its own mode. Kept among the
     /// [`limits`](Limiter::limits) of this API.
     pub fn set_mode(&self, mode: Mode) {
-        self.set_limits(self.limits().mode(mode));
+        self.shared
+            .registry
+            .update(Source::Api, |limits| limits.mode = Some(mode));
+    }
+
+    /// How many changes of the limits file were rejected since the limiter was built (each
+    /// logged at error level, the limits in force kept): for a health check that tells an
+    /// operator their last edit did not take.
+    #[must_use]
+    pub fn limits_rejected(&self) -> u64 {
+        self.shared.registry.rejected()
     }
 
     /// The limiter's mode in force: the latest source's, else the one it was built with
@@ -732,8 +768,13 @@ impl<'a> Scoped<'a> {
                 rate,
                 shadow: false,
             } => self.limiter.check(key, rate).await,
+            // The limiter's own shadow mode: the check path's.
+            Resolved::Check { rate, shadow: true } if self.limiter.is_shadow() => {
+                self.limiter.check(key, rate).await
+            }
+            // A key given by hand: no scope, so that it is not taken for an escaped one.
             Resolved::Check { rate, shadow: true } => {
-                self.limiter.checking_in_shadow(self.scope, key, rate).await
+                self.limiter.checking_in_shadow(None, key, rate).await
             }
             Resolved::Exempt => Ok(Decision::exempt()),
             Resolved::Blocked {

@@ -26,6 +26,8 @@ pub(crate) const DENY_CACHE_ANSWERED: &str = "ratelimit_deny_cache_answered_tota
 pub(crate) const MODE_CHANGES: &str = "ratelimit_mode_changes_total";
 /// Changes of a scope's rate or key overrides in the registry.
 pub(crate) const REGISTRY_CHANGES: &str = "ratelimit_registry_changes_total";
+/// Changes a source of the registry gave (a limits file's edits), by outcome.
+pub(crate) const REGISTRY_LOADS: &str = "ratelimit_registry_loads_total";
 /// How long checks took, in seconds, store round trip included.
 pub(crate) const CHECK_DURATION: &str = "ratelimit_check_duration_seconds";
 /// The label naming the scope.
@@ -105,6 +107,22 @@ pub(crate) fn mode_changed(scope: Option<&str>) {
 /// A scope's rate or overrides changed in the registry.
 pub(crate) fn registry_changed(scope: &str) {
     increment(REGISTRY_CHANGES, Some(scope));
+}
+
+/// A source's change applied or rejected: labelled `source` and `outcome`
+/// (`applied`, `rejected`).
+#[cfg_attr(not(feature = "limits-file"), allow(dead_code))]
+pub(crate) fn registry_load(source: &'static str, applied: bool) {
+    let outcome = if applied { "applied" } else { "rejected" };
+    let labels = [
+        Label::from_static_parts("source", source),
+        Label::from_static_parts("outcome", outcome),
+    ];
+    ::metrics::with_recorder(|recorder| {
+        recorder
+            .register_counter(&Key::from_parts(REGISTRY_LOADS, labels.to_vec()), &METADATA)
+            .increment(1);
+    });
 }
 
 /// Adds one to the counter `name` of `scope`.

@@ -122,7 +122,7 @@ pub fn check<'a>(
         Registered::Checking(checking) => State::Checking(checking),
         Registered::Shadow { key, rate } => State::Shadow(Box::pin(async move {
             limiter
-                .checking_in_shadow(scope, &key, rate)
+                .checking_in_shadow(Some(scope), &key, rate)
                 .await
                 .map(|_| ())
         })),
@@ -690,8 +690,10 @@ fn resolve(
     stack: &mut Stack,
 ) -> Result<(Vec<usize>, Vec<usize>), RateLimitError> {
     let (mut shadows, mut enforced) = (Vec::new(), Vec::new());
+    let view = limiter.registry_view();
     for (i, part) in stack.parts.iter_mut().enumerate() {
         let resolved = limiter.resolve_limit(
+            &view,
             part.scope,
             (part.rate, part.per_call, part.cost, part.shadow),
             || {

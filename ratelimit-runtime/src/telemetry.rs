@@ -151,3 +151,13 @@ pub(crate) fn blocked(scope: &str) {
     #[cfg(feature = "metrics")]
     crate::metrics::blocked(scope);
 }
+
+/// A source's change of the registry applied (`true`) or rejected, counted (its event is the
+/// source's).
+#[cfg_attr(not(feature = "limits-file"), allow(dead_code))]
+pub(crate) fn registry_load(source: &'static str, applied: bool) {
+    #[cfg(feature = "metrics")]
+    crate::metrics::registry_load(source, applied);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (source, applied);
+}

@@ -321,10 +321,13 @@ where
             // tell them a quota.
             let (checked, rate, fields) = match registered {
                 Registered::Checking(checking) => {
-                    (checking.await, config.rate, !limiter.is_shadow())
+                    let rate = checking.rate();
+                    (checking.await, rate, !limiter.is_shadow())
                 }
                 Registered::Shadow { key, rate } => (
-                    limiter.checking_in_shadow(&config.scope, &key, rate).await,
+                    limiter
+                        .checking_in_shadow(Some(&config.scope), &key, rate)
+                        .await,
                     rate,
                     false,
                 ),
@@ -373,6 +376,7 @@ where
     let limiter = &config.limiter;
     let mut shadows = Vec::new();
     let mut limits = Vec::new();
+    let view = limiter.registry_view();
     let rates = std::iter::once((config.rate, first.as_str())).chain(
         config
             .more
@@ -386,7 +390,7 @@ where
         };
         let address = &config.addresses[index];
         let caller = || Some(Cow::Borrowed(key.as_str()));
-        let rate = match limiter.resolve_limit(address, (rate, false, 1, false), caller) {
+        let rate = match limiter.resolve_limit(&view, address, (rate, false, 1, false), caller) {
             LimitResolved::Skip | LimitResolved::WouldDeny => continue,
             LimitResolved::Shadow(rate) => {
                 shadows.push((stored, rate));
@@ -402,6 +406,8 @@ where
         };
         limits.push(Limit::new(stored, rate).with_label(label.to_owned()));
     }
+    // A view is short-lived: not held across the check.
+    drop(view);
     let decisions = if limits.is_empty() {
         Decisions::exempt()
     } else {
@@ -417,7 +423,7 @@ where
     // The shadow rates once the others admit: each on its own, reported when it would deny.
     for (stored, rate) in &shadows {
         if let Err(error) = limiter
-            .checking_in_shadow(&config.scope, stored, *rate)
+            .checking_in_shadow(Some(&config.scope), stored, *rate)
             .await
         {
             tracing::debug!(scope = %config.scope, %error, "a shadow rate limit could not be checked");

@@ -1,5 +1,6 @@
 //! [`Shared`]: what every clone of a limiter shares, and every check reads.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use super::deny_cache::DenyCache;
@@ -32,7 +33,7 @@ pub(crate) struct Shared {
     /// The limits operators change while the process runs, and the limiter's mode: in shadow
     /// mode every limit is a shadow one, whose denials are reported and answered as
     /// admissions that would have been denied; off, nothing is checked.
-    pub(crate) registry: Registry,
+    pub(crate) registry: Arc<Registry>,
     /// The full-window denials a remote store gave (`None`: in process, or switched off).
     pub(crate) deny_cache: Option<DenyCache>,
     /// The quota leases of leased rates (a remote store's only).
@@ -59,7 +60,11 @@ impl Shared {
             foreign_key_seen: AtomicBool::new(false),
             refusal_seen: AtomicBool::new(false),
             clock,
-            registry: Registry::new(if shadow { Mode::Shadow } else { Mode::Enforce }),
+            registry: Arc::new(Registry::new(if shadow {
+                Mode::Shadow
+            } else {
+                Mode::Enforce
+            })),
             deny_cache,
             leases,
         }

@@ -60,6 +60,8 @@ pub enum Action {
 pub struct Override {
     pub(crate) action: Action,
     pub(crate) expires: Option<SystemTime>,
+    /// The rate's algorithm is the code's (a limits file's entry that names none).
+    pub(crate) code_algorithm: bool,
 }
 
 impl Override {
@@ -69,6 +71,7 @@ impl Override {
         Override {
             action: Action::Rate(rate),
             expires: None,
+            code_algorithm: false,
         }
     }
 
@@ -78,6 +81,7 @@ impl Override {
         Override {
             action: Action::Block,
             expires: None,
+            code_algorithm: false,
         }
     }
 
@@ -87,6 +91,7 @@ impl Override {
         Override {
             action: Action::Exempt,
             expires: None,
+            code_algorithm: false,
         }
     }
 
@@ -117,6 +122,8 @@ impl Override {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScopeLimits {
     pub(crate) rate: Option<Rate>,
+    /// The rate's algorithm is the code's (a limits file's entry that names none).
+    pub(crate) code_algorithm: bool,
     pub(crate) mode: Option<Mode>,
     pub(crate) overrides: HashMap<String, Override>,
 }
@@ -128,13 +135,15 @@ impl ScopeLimits {
         ScopeLimits::default()
     }
 
-    /// The scope's keys are checked against `rate` instead of the code's, in the same logs
-    /// (see [`guide::operating`](crate::guide::operating) for what a changed period does). Not
+    /// The scope's keys are checked against `rate` instead of the code's (its threshold,
+    /// period and algorithm; a leased rate stays leased), in the same logs (see
+    /// [`guide::operating`](crate::guide::operating) for what a changed period does). Not
     /// for a limit whose rate is chosen per call (`rate = expr`): its tiers stay in code, and
     /// such an entry is ignored there (logged once).
     #[must_use]
     pub fn rate(mut self, rate: Rate) -> ScopeLimits {
         self.rate = Some(rate);
+        self.code_algorithm = false;
         self
     }
 

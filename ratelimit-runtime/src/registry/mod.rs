@@ -2,9 +2,10 @@
 //! and read by it through one call, [`Registry::resolve`].
 //!
 //! - `limits.rs`: the entries as a source gives them ([`Limits`], [`ScopeLimits`],
-//!   [`Override`], [`Mode`]).
+//!   [`Override`], [`Mode`]);
+//! - `file.rs` (feature `limits-file`): the limits file, parsed and watched.
 //!
-//! Each source (the API, [`Source::Api`]; a live file comes next) replaces its own entries
+//! Each source (a limits file, [`Source::File`]; the API, [`Source::Api`]) replaces its own entries
 //! whole; the registry merges them into one snapshot, which every check reads without a lock
 //! ([`arc_swap`]) and which a change replaces whole, so that a check sees one version of the
 //! limits, never half of a change. Precedence: the most specific entry wins (a key's
@@ -16,10 +17,12 @@
 //! is checked against, so a new threshold reuses the log (see `guide::operating` for a changed
 //! period).
 
+#[cfg(feature = "limits-file")]
+pub(crate) mod file;
 mod limits;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -31,6 +34,9 @@ use crate::rate::Rate;
 /// Where a source's entries come from, the later winning over the earlier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
+    /// The limits file (feature `limits-file`).
+    #[cfg_attr(not(feature = "limits-file"), allow(dead_code))]
+    File,
     /// [`Limiter::set_limits`](crate::Limiter::set_limits) and
     /// [`Limiter::set_mode`](crate::Limiter::set_mode).
     Api,
@@ -38,11 +44,12 @@ pub(crate) enum Source {
 
 impl Source {
     /// Every source, the earliest (the weakest) first.
-    const ALL: [Source; 1] = [Source::Api];
+    const ALL: [Source; 2] = [Source::File, Source::Api];
 
     /// The source's name in logs and metrics.
     pub(crate) const fn name(self) -> &'static str {
         match self {
+            Source::File => "file",
             Source::Api => "api",
         }
     }
@@ -68,10 +75,36 @@ pub(crate) enum Resolved {
 /// One scope's entries, merged from every source.
 #[derive(Debug, Default)]
 struct Entry {
-    rate: Option<Rate>,
+    rate: Option<Entered>,
     mode: Option<Mode>,
     /// By the caller's key; expiries in µs since the Unix epoch.
-    overrides: HashMap<Box<str>, (Action, Option<u64>)>,
+    overrides: HashMap<Box<str>, (Action, Option<u64>, bool)>,
+}
+
+/// A rate an entry sets, and whether its algorithm is the code's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entered {
+    rate: Rate,
+    code_algorithm: bool,
+}
+
+impl Entered {
+    /// The rate a check of the code's `code` rate takes: this one, with the code's algorithm
+    /// if it names none, leased if the code's is (a lease is how the code reaches the store,
+    /// not a limit).
+    #[inline]
+    fn over(self, code: Rate) -> Rate {
+        let rate = if self.code_algorithm {
+            self.rate.with_algorithm(code.algorithm())
+        } else {
+            self.rate
+        };
+        if code.is_leased() {
+            rate.leased()
+        } else {
+            rate
+        }
+    }
 }
 
 /// Every scope's merged entries: what checks read.
@@ -94,6 +127,11 @@ pub(crate) struct Registry {
     sources: Mutex<Vec<Limits>>,
     /// The scopes whose rate entry was ignored over a rate chosen per call (logged once).
     ignored: Mutex<Vec<Box<str>>>,
+    /// What watches a source (the limits file's directory), dropped with the registry.
+    #[cfg_attr(not(feature = "limits-file"), allow(dead_code))]
+    watchers: Mutex<Vec<Box<dyn Send>>>,
+    /// The changes a source gave that were rejected.
+    rejected: AtomicU64,
 }
 
 impl Registry {
@@ -106,13 +144,52 @@ impl Registry {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             sources: Mutex::new(vec![Limits::default(); Source::ALL.len()]),
             ignored: Mutex::new(Vec::new()),
+            watchers: Mutex::new(Vec::new()),
+            rejected: AtomicU64::new(0),
         }
+    }
+
+    /// Applies the limits file at `path` (feature `limits-file`), and each change of it from
+    /// then on (a rejected one counted, the limits in force kept), until the registry is
+    /// dropped.
+    ///
+    /// # Errors
+    ///
+    /// The file's mistake, or why it cannot be read or watched.
+    #[cfg(feature = "limits-file")]
+    pub(crate) fn watch_file(self: &Arc<Self>, path: std::path::PathBuf) -> Result<(), String> {
+        let registry = Arc::downgrade(self);
+        let (limits, watcher) = file::watch(path, move |change| {
+            let Some(registry) = registry.upgrade() else {
+                return false;
+            };
+            let applied = change.is_ok();
+            match change {
+                Ok(limits) => registry.set(Source::File, limits),
+                Err(_) => {
+                    registry.rejected.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            crate::telemetry::registry_load(Source::File.name(), applied);
+            true
+        })?;
+        self.set(Source::File, limits);
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(watcher);
+        Ok(())
+    }
+
+    /// The changes a source gave that were rejected.
+    pub(crate) fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
     }
 
     /// The limiter's mode in force.
     #[inline]
     pub(crate) fn mode(&self) -> Mode {
-        match self.mode.load(Ordering::Relaxed) {
+        match self.mode.load(Ordering::Acquire) {
             0 => Mode::Enforce,
             1 => Mode::Shadow,
             _ => Mode::Off,
@@ -122,7 +199,7 @@ impl Registry {
     /// What a check of `scope`'s limit of `rate` (`per_call`: chosen per call, `rate = expr`)
     /// does, for the caller's key that `key` gives (asked only when the scope has overrides;
     /// `None`: a limit without a key), at `now` (µs since the Unix epoch, asked only for an
-    /// override that expires).
+    /// override that expires). A check of several limits asks one [`View`] of them all.
     #[inline]
     pub(crate) fn resolve<'k>(
         &self,
@@ -132,76 +209,27 @@ impl Registry {
         key: impl FnOnce() -> Option<std::borrow::Cow<'k, str>>,
         now: impl FnOnce() -> u64,
     ) -> Resolved {
-        let limiter = self.mode();
-        if limiter == Mode::Off {
-            return Resolved::Exempt;
-        }
-        if !self.any_scope.load(Ordering::Relaxed) {
-            let shadow = limiter == Mode::Shadow;
-            return Resolved::Check { rate, shadow };
-        }
-        self.resolve_entry(limiter, scope, rate, per_call, key, now)
+        self.view().resolve(scope, rate, per_call, key, now)
     }
 
-    #[inline(never)]
-    fn resolve_entry<'k>(
-        &self,
-        limiter: Mode,
-        scope: &str,
-        rate: Rate,
-        per_call: bool,
-        key: impl FnOnce() -> Option<std::borrow::Cow<'k, str>>,
-        now: impl FnOnce() -> u64,
-    ) -> Resolved {
-        let snapshot = self.snapshot.load();
-        let Some(entry) = snapshot.scopes.get(scope) else {
-            let shadow = limiter == Mode::Shadow;
-            return Resolved::Check { rate, shadow };
+    /// The limits in force now, one version of them: the mode is read first (`Acquire`,
+    /// stored last by [`set`](Registry::set)), so that a view of a change's mode sees its
+    /// scopes too.
+    #[inline]
+    pub(crate) fn view(&self) -> View<'_> {
+        let limiter = match self.mode.load(Ordering::Acquire) {
+            0 => Mode::Enforce,
+            1 => Mode::Shadow,
+            _ => Mode::Off,
         };
-        let mode = match limiter {
-            Mode::Enforce => entry.mode.unwrap_or(Mode::Enforce),
-            limiter => limiter,
-        };
-        let shadow = match mode {
-            Mode::Off => return Resolved::Exempt,
-            Mode::Shadow => true,
-            Mode::Enforce => false,
-        };
-        let rate = match entry.rate {
-            Some(_) if per_call => {
-                self.ignored_over_per_call(scope);
-                rate
-            }
-            Some(entered) => entered,
-            None => rate,
-        };
-        let found = if entry.overrides.is_empty() {
-            None
-        } else {
-            key().and_then(|key| entry.overrides.get(&*key).copied())
-        };
-        let Some((action, expires)) = found else {
-            return Resolved::Check { rate, shadow };
-        };
-        let left = match expires {
-            None => None,
-            Some(expires) => match expires.checked_sub(now()) {
-                Some(left) if left > 0 => Some(Duration::from_micros(left)),
-                // Expired: as if it were not there.
-                _ => return Resolved::Check { rate, shadow },
-            },
-        };
-        match action {
-            Action::Exempt => Resolved::Exempt,
-            Action::Rate(rate) => Resolved::Check { rate, shadow },
-            Action::Block => Resolved::Blocked {
-                rate,
-                retry_after: left.unwrap_or_else(|| rate.period()),
-                shadow,
-            },
+        let snapshot = (limiter != Mode::Off && self.any_scope.load(Ordering::Acquire))
+            .then(|| self.snapshot.load());
+        View {
+            registry: self,
+            limiter,
+            snapshot,
         }
     }
-
     /// Logs once per scope that its rate entry is ignored.
     #[cold]
     fn ignored_over_per_call(&self, scope: &str) {
@@ -224,16 +252,124 @@ impl Registry {
     /// Replaces `source`'s entries by `limits`, logging and counting what changed; the
     /// change is in force for every check that starts once this returns.
     pub(crate) fn set(&self, source: Source, limits: Limits) {
+        self.update(source, |entries| *entries = limits);
+    }
+
+    /// Changes `source`'s entries by `change`, as [`set`](Registry::set) does, one change at
+    /// a time (no concurrent change is lost between reading the entries and writing them).
+    pub(crate) fn update(&self, source: Source, change: impl FnOnce(&mut Limits)) {
         let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
         let old_mode = self.mode();
         let old = self.snapshot.load_full();
-        sources[source as usize] = limits;
+        change(&mut sources[source as usize]);
         let (mode, snapshot) = merge(self.built, &sources);
         report(source, old_mode, mode, &old, &snapshot);
         let any_scope = !snapshot.scopes.is_empty();
+        // The mode last: a check that reads it (`Acquire`) sees the rest of this change.
         self.snapshot.store(Arc::new(snapshot));
-        self.any_scope.store(any_scope, Ordering::Relaxed);
-        self.mode.store(mode as u8, Ordering::Relaxed);
+        self.any_scope.store(any_scope, Ordering::Release);
+        self.mode.store(mode as u8, Ordering::Release);
+    }
+}
+
+/// One version of the limits in force ([`Registry::view`]), which every limit of one check is
+/// resolved against.
+pub(crate) struct View<'r> {
+    registry: &'r Registry,
+    limiter: Mode,
+    /// `None`: no scope has an entry (or the limiter is off).
+    snapshot: Option<arc_swap::Guard<Arc<Snapshot>>>,
+}
+
+impl View<'_> {
+    /// What a check of `scope`'s limit does (see [`Registry::resolve`]).
+    #[inline]
+    pub(crate) fn resolve<'k>(
+        &self,
+        scope: &str,
+        rate: Rate,
+        per_call: bool,
+        key: impl FnOnce() -> Option<std::borrow::Cow<'k, str>>,
+        now: impl FnOnce() -> u64,
+    ) -> Resolved {
+        let limiter = self.limiter;
+        if limiter == Mode::Off {
+            return Resolved::Exempt;
+        }
+        match &self.snapshot {
+            None => Resolved::Check {
+                rate,
+                shadow: limiter == Mode::Shadow,
+            },
+            Some(snapshot) => self.resolve_entry(snapshot, scope, rate, per_call, key, now),
+        }
+    }
+
+    #[inline(never)]
+    fn resolve_entry<'k>(
+        &self,
+        snapshot: &Snapshot,
+        scope: &str,
+        rate: Rate,
+        per_call: bool,
+        key: impl FnOnce() -> Option<std::borrow::Cow<'k, str>>,
+        now: impl FnOnce() -> u64,
+    ) -> Resolved {
+        let limiter = self.limiter;
+        let Some(entry) = snapshot.scopes.get(scope) else {
+            let shadow = limiter == Mode::Shadow;
+            return Resolved::Check { rate, shadow };
+        };
+        let mode = match limiter {
+            Mode::Enforce => entry.mode.unwrap_or(Mode::Enforce),
+            limiter => limiter,
+        };
+        let shadow = match mode {
+            Mode::Off => return Resolved::Exempt,
+            Mode::Shadow => true,
+            Mode::Enforce => false,
+        };
+        let code = rate;
+        let rate = match entry.rate {
+            Some(_) if per_call => {
+                self.registry.ignored_over_per_call(scope);
+                rate
+            }
+            Some(entered) => entered.over(code),
+            None => rate,
+        };
+        let found = if entry.overrides.is_empty() {
+            None
+        } else {
+            key().and_then(|key| entry.overrides.get(&*key).copied())
+        };
+        let Some((action, expires, code_algorithm)) = found else {
+            return Resolved::Check { rate, shadow };
+        };
+        let left = match expires {
+            None => None,
+            Some(expires) => match expires.checked_sub(now()) {
+                Some(left) if left > 0 => Some(Duration::from_micros(left)),
+                // Expired: as if it were not there.
+                _ => return Resolved::Check { rate, shadow },
+            },
+        };
+        match action {
+            Action::Exempt => Resolved::Exempt,
+            Action::Rate(rate) => Resolved::Check {
+                rate: Entered {
+                    rate,
+                    code_algorithm,
+                }
+                .over(code),
+                shadow,
+            },
+            Action::Block => Resolved::Blocked {
+                rate,
+                retry_after: left.unwrap_or_else(|| rate.period()),
+                shadow,
+            },
+        }
     }
 }
 
@@ -246,13 +382,18 @@ fn merge(built: Mode, sources: &[Limits]) -> (Mode, Snapshot) {
         mode = limits.mode.unwrap_or(mode);
         for (scope, given) in &limits.scopes {
             let entry = snapshot.scopes.entry(scope.as_str().into()).or_default();
-            entry.rate = given.rate.or(entry.rate);
+            let entered = given.rate.map(|rate| Entered {
+                rate,
+                code_algorithm: given.code_algorithm,
+            });
+            entry.rate = entered.or(entry.rate);
             entry.mode = given.mode.or(entry.mode);
             for (key, over) in &given.overrides {
                 let expires = over.expires.map(crate::clock::micros_saturating);
-                entry
-                    .overrides
-                    .insert(key.as_str().into(), (over.action, expires));
+                entry.overrides.insert(
+                    key.as_str().into(),
+                    (over.action, expires, over.code_algorithm),
+                );
             }
         }
     }
@@ -269,16 +410,15 @@ fn report(source: Source, old_mode: Mode, mode: Mode, old: &Snapshot, new: &Snap
         crate::telemetry::mode_changed(None);
     }
     let empty = Entry::default();
-    let scopes = old.scopes.keys().chain(new.scopes.keys());
-    let mut seen: Vec<&str> = Vec::new();
+    let scopes: std::collections::BTreeSet<&str> = old
+        .scopes
+        .keys()
+        .chain(new.scopes.keys())
+        .map(|scope| &**scope)
+        .collect();
     for scope in scopes {
-        if seen.contains(&&**scope) {
-            continue;
-        }
-        seen.push(scope);
         let before = old.scopes.get(scope).unwrap_or(&empty);
         let after = new.scopes.get(scope).unwrap_or(&empty);
-        let scope = &**scope;
         let (from, to) = (
             before.mode.unwrap_or_default(),
             after.mode.unwrap_or_default(),
@@ -288,7 +428,8 @@ fn report(source: Source, old_mode: Mode, mode: Mode, old: &Snapshot, new: &Snap
             crate::telemetry::mode_changed(Some(scope));
         }
         if before.rate != after.rate {
-            tracing::info!(source, scope, from = ?before.rate, to = ?after.rate, "a rate limit's rate changed (`None`: the code's)");
+            let rate = |entered: Option<Entered>| entered.map(|entered| entered.rate);
+            tracing::info!(source, scope, from = ?rate(before.rate), to = ?rate(after.rate), "a rate limit's rate changed (`None`: the code's)");
         }
         if before.overrides != after.overrides {
             tracing::info!(

@@ -41,6 +41,7 @@ mod hygiene;
 mod inspect;
 mod key_layout;
 mod leases;
+mod limits_file;
 mod lints;
 mod manual_clock;
 mod memory_bounds;

@@ -287,3 +287,114 @@ async fn a_layers_rates_are_addressed_by_scope_and_label() {
     limiter.set_mode(Mode::Off);
     assert_eq!(call("/a", "evil").await, (200, false), "off: no fields");
 }
+
+/// Shadow mode never fails a call, set for a scope as for the limiter: with the store down
+/// under `Closed`, a scope in shadow admits through the attribute, a hand check in the scope
+/// and a layer, where an enforced scope fails.
+#[tokio::test]
+async fn a_scope_in_shadow_never_fails_a_call_under_closed() {
+    use ratelimit_runtime::FailurePolicy;
+    let limiter = Limiter::builder()
+        .redis_url("redis://127.0.0.1:1/")
+        .failure_policy(FailurePolicy::Closed)
+        .build()
+        .expect("a limiter");
+    assert!(matches!(
+        login(&limiter, "ann").await,
+        Err(RateLimitError::Unavailable(_))
+    ));
+    let shadow = ScopeLimits::new().mode(Mode::Shadow);
+    limiter.set_limits(
+        Limits::new()
+            .scope("login", shadow.clone())
+            .scope("search", shadow.clone())
+            .scope("layer@2/1h", shadow),
+    );
+    login(&limiter, "ann").await.expect("admitted in shadow");
+    let hand = limiter.scope("search").check("ann", rate(2)).await;
+    assert!(hand.as_ref().is_ok_and(|d| d.allowed), "{hand:?}");
+    let layer = RateLimitLayer::new(limiter.clone(), rate(2), HeaderKey::new("x-user"));
+    let base = serve(
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer),
+    )
+    .await;
+    let response = client()
+        .get(format!("{base}/"))
+        .header("x-user", "ann")
+        .send()
+        .await
+        .expect("a response");
+    assert_eq!(response.status().as_u16(), 200);
+}
+
+/// A key given by hand stays a key given by hand in a scope in shadow: one that names a
+/// counter's hash in Redis is refused, as `Limiter::check` refuses it.
+#[tokio::test]
+async fn a_hand_key_in_a_scope_in_shadow_cannot_name_a_counter() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("registry-counter");
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(&prefix)
+        .build()
+        .expect("a limiter");
+    connected(&limiter, "warm-up").await;
+    limiter.set_limits(Limits::new().scope("s", ScopeLimits::new().mode(Mode::Shadow)));
+    let crafted = r"victim\#swc";
+    for checked in [
+        limiter.check(crafted, rate(1)).await,
+        limiter.scope("s").check(crafted, rate(1)).await,
+    ] {
+        assert!(
+            matches!(checked, Err(RateLimitError::InvalidInput(_))),
+            "{checked:?}"
+        );
+    }
+    redis.clean_up(&prefix).await;
+}
+
+/// A layer's fields and denials carry the rate in force, not the code's.
+#[tokio::test]
+async fn a_layer_reports_the_rate_in_force() {
+    let limiter = Limiter::memory();
+    let layer = RateLimitLayer::new(limiter.clone(), rate(2), HeaderKey::new("x-user")).scope("rv");
+    let minute = Rate::new(1, Duration::from_secs(60)).expect("a rate");
+    limiter.set_limits(Limits::new().scope("rv@1h", ScopeLimits::new().rate(minute)));
+    let base = serve(
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer),
+    )
+    .await;
+    let call = async || {
+        client()
+            .get(format!("{base}/"))
+            .header("x-user", "ann")
+            .send()
+            .await
+            .expect("a response")
+    };
+    let admitted = call().await;
+    let policy = admitted.headers()["ratelimit-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(policy, "\"default\";q=1;w=60");
+    assert_eq!(call().await.status().as_u16(), 429);
+}
+
+/// Under `off`, every way of checking says the call was not checked.
+#[tokio::test]
+async fn an_unchecked_call_says_so() {
+    let limiter = Limiter::memory();
+    limiter.set_mode(Mode::Off);
+    assert!(limiter.check("k", rate(1)).await.unwrap().is_exempt());
+    assert!(limiter.check_n("k", rate(2), 2).await.unwrap().is_exempt());
+    let decisions = limiter
+        .check_all([ratelimit_runtime::Limit::new("k", rate(1))])
+        .await
+        .unwrap();
+    assert!(decisions.is_empty() && decisions.is_exempt());
+}

@@ -1,0 +1,522 @@
+//! The limits file (feature `limits-file`), a source of the registry: its TOML read into
+//! [`Limits`], every mistake an error naming the file, the line and the entry; and its
+//! directory watched, so that an edit, or a replacement by rename (an editor's save, a
+//! Kubernetes ConfigMap's update), reaches the registry within moments (which applies it, or
+//! keeps the limits in force when it is rejected).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use notify::Watcher as _;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::limits::{Limits, Mode, Override, ScopeLimits};
+use crate::rate::{Algorithm, Rate};
+
+/// The file as written: a limiter's mode and its scopes' entries.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    mode: Option<Spanned<String>>,
+    #[serde(default)]
+    scopes: BTreeMap<String, Spanned<ScopeEntry>>,
+}
+
+/// `[scopes."<scope>"]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScopeEntry {
+    threshold: Option<u64>,
+    period: Option<toml::Value>,
+    algorithm: Option<String>,
+    mode: Option<String>,
+    #[serde(default)]
+    keys: BTreeMap<String, Spanned<KeyEntry>>,
+}
+
+/// `[scopes."<scope>".keys]`: `"<key>" = { ... }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyEntry {
+    threshold: Option<u64>,
+    period: Option<toml::Value>,
+    algorithm: Option<String>,
+    #[serde(default)]
+    block: bool,
+    #[serde(default)]
+    exempt: bool,
+    until: Option<toml::Value>,
+}
+
+/// `text`, the limits file at `path`, as the registry's [`Limits`].
+///
+/// # Errors
+///
+/// A message naming the file, the line and the entry: TOML that does not parse, an unknown
+/// field, a threshold of 0 or above `2^32 - 1`, a period that is not a duration (`"90s"`,
+/// `"1m"`, `"1500ms"`, or whole seconds) within `1 ms..=100 years`, an unknown algorithm or
+/// mode, an expiry that is not a date-time with an offset, an override that is not exactly one
+/// of a rate, `block` or `exempt`, a rate without both `threshold` and `period`. A key is never
+/// quoted (keys may be user identifiers): its line names it.
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
+    let at = |offset: usize| format!("{}:{}", path.display(), line_of(text, offset));
+    let file: File = toml::from_str(text).map_err(|error| {
+        let line = error.span().map_or(String::new(), |span| {
+            format!(":{}", line_of(text, span.start))
+        });
+        let message = error.message().trim_end();
+        // toml quotes a key given twice, which may be a caller's key (a user identifier).
+        let message = if message.starts_with("duplicate key") {
+            "an entry given twice (a scope, a key's override or a field): keep one"
+        } else {
+            message
+        };
+        format!("{}{line}: {message}", path.display())
+    })?;
+    let mut limits = Limits::new();
+    if let Some(mode) = &file.mode {
+        limits.mode = Some(
+            mode_of(mode.get_ref()).map_err(|e| format!("{}: mode: {e}", at(mode.span().start)))?,
+        );
+    }
+    for (scope, entry) in &file.scopes {
+        let where_ = at(entry.span().start);
+        let entry = entry.get_ref();
+        let mut scoped = ScopeLimits::new();
+        let named = |e: String| format!("{where_}: scope \"{}\": {e}", scope.escape_debug());
+        if let Some((rate, code_algorithm)) = rate_of(
+            entry.threshold,
+            entry.period.as_ref(),
+            entry.algorithm.as_deref(),
+        )
+        .map_err(named)?
+        {
+            scoped.rate = Some(rate);
+            scoped.code_algorithm = code_algorithm;
+        }
+        if let Some(mode) = &entry.mode {
+            scoped.mode = Some(mode_of(mode).map_err(|e| named(format!("mode: {e}")))?);
+        }
+        for (key, over) in &entry.keys {
+            let where_ = at(over.span().start);
+            let named = |e: String| {
+                format!(
+                    "{where_}: scope \"{}\", the override of the key on this line: {e}",
+                    scope.escape_debug()
+                )
+            };
+            let over = over.get_ref();
+            let rate = rate_of(
+                over.threshold,
+                over.period.as_ref(),
+                over.algorithm.as_deref(),
+            )
+            .map_err(named)?;
+            let mut entered = match (rate, over.block, over.exempt) {
+                (Some((rate, code_algorithm)), false, false) => Override {
+                    code_algorithm,
+                    ..Override::rate(rate)
+                },
+                (None, true, false) => Override::block(),
+                (None, false, true) => Override::exempt(),
+                (None, false, false) => {
+                    return Err(named(
+                        "say what it does: a rate (`threshold` and `period`), `block = true` or \
+                         `exempt = true`"
+                            .into(),
+                    ));
+                }
+                _ => {
+                    return Err(named(
+                        "one of a rate, `block = true` and `exempt = true`, not several".into(),
+                    ));
+                }
+            };
+            if let Some(until) = &over.until {
+                entered = entered.until(time_of(until).map_err(|e| named(format!("until: {e}")))?);
+            }
+            scoped.overrides.insert(key.clone(), entered);
+        }
+        limits.scopes.insert(scope.clone(), scoped);
+    }
+    Ok(limits)
+}
+
+/// The line (from 1) of `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+fn mode_of(mode: &str) -> Result<Mode, String> {
+    match mode {
+        "enforce" => Ok(Mode::Enforce),
+        "shadow" => Ok(Mode::Shadow),
+        "off" => Ok(Mode::Off),
+        other => Err(format!(
+            "`{}` is not a mode: `enforce`, `shadow` or `off`",
+            other.escape_debug()
+        )),
+    }
+}
+
+/// A rate from its fields, and whether its algorithm is the code's (none named); `None`
+/// without any.
+fn rate_of(
+    threshold: Option<u64>,
+    period: Option<&toml::Value>,
+    algorithm: Option<&str>,
+) -> Result<Option<(Rate, bool)>, String> {
+    let (threshold, period) = match (threshold, period) {
+        (None, None) if algorithm.is_none() => return Ok(None),
+        (Some(threshold), Some(period)) => (threshold, period),
+        _ => {
+            return Err(
+                "a rate needs both `threshold` and `period` (`threshold = 10`, `period = \"1m\"`)"
+                    .into(),
+            );
+        }
+    };
+    let period = duration_of(period)?;
+    let rate = Rate::checked(threshold, period).map_err(|reason| {
+        format!(
+            "threshold {threshold} per {}: {reason}",
+            humantime::format_duration(period)
+        )
+    })?;
+    let (rate, code_algorithm) = match algorithm {
+        None => (rate, true),
+        Some("sliding_window_log") => (rate.with_algorithm(Algorithm::SlidingWindowLog), false),
+        Some("sliding_window_counter") => {
+            (rate.with_algorithm(Algorithm::SlidingWindowCounter), false)
+        }
+        Some(other) => {
+            return Err(format!(
+                "`{}` is not an algorithm: `sliding_window_log` or `sliding_window_counter`",
+                other.escape_debug()
+            ));
+        }
+    };
+    Ok(Some((rate, code_algorithm)))
+}
+
+/// A period: a duration (`"90s"`, `"1m"`, `"1500ms"`, `"1h 30m"`) or whole seconds.
+fn duration_of(value: &toml::Value) -> Result<Duration, String> {
+    match value {
+        toml::Value::Integer(seconds) => u64::try_from(*seconds)
+            .map(Duration::from_secs)
+            .map_err(|_| format!("period {seconds}: a period is longer than zero")),
+        toml::Value::String(text) => humantime::parse_duration(text).map_err(|error| {
+            format!(
+                "period \"{}\" is not a duration ({error}): write it as \"90s\", \"1m\", \"1500ms\" or whole seconds",
+                text.escape_debug()
+            )
+        }),
+        other => Err(format!(
+            "period {}: a duration (\"90s\", \"1m\") or whole seconds, not a {}",
+            shown(other),
+            other.type_str()
+        )),
+    }
+}
+
+/// `value` as a message quotes it.
+fn shown(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(text) => format!("\"{}\"", text.escape_debug()),
+        toml::Value::Integer(integer) => integer.to_string(),
+        toml::Value::Float(float) => float.to_string(),
+        toml::Value::Boolean(boolean) => boolean.to_string(),
+        toml::Value::Datetime(datetime) => datetime.to_string(),
+        toml::Value::Array(_) => "an array".into(),
+        toml::Value::Table(_) => "a table".into(),
+    }
+}
+
+/// An expiry: a TOML date-time with an offset (`2027-01-31T18:00:00Z`).
+fn time_of(value: &toml::Value) -> Result<SystemTime, String> {
+    let toml::Value::Datetime(datetime) = value else {
+        return Err(format!(
+            "{} is not a time: write a date-time with its offset, 2027-01-31T18:00:00Z",
+            shown(value)
+        ));
+    };
+    let (Some(date), Some(time), Some(offset)) = (datetime.date, datetime.time, datetime.offset)
+    else {
+        return Err(format!(
+            "{datetime} is not a point in time: give a date, a time and an offset (Z for UTC), \
+             2027-01-31T18:00:00Z"
+        ));
+    };
+    let days = days_from_civil(i64::from(date.year), date.month.into(), date.day.into());
+    let offset_minutes = match offset {
+        toml::value::Offset::Z => 0,
+        toml::value::Offset::Custom { minutes } => i64::from(minutes),
+    };
+    let seconds = days * 86_400
+        + i64::from(time.hour) * 3_600
+        + i64::from(time.minute) * 60
+        + i64::from(time.second.unwrap_or(0))
+        - offset_minutes * 60;
+    let nanos = time.nanosecond.unwrap_or(0);
+    match u64::try_from(seconds) {
+        Ok(seconds) => Ok(UNIX_EPOCH + Duration::new(seconds, nanos)),
+        Err(_) => Err(format!("{datetime} is before 1970")),
+    }
+}
+
+/// Days from 1970-01-01 to the proleptic Gregorian date `y-m-d` (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Reads and parses the file at `path`.
+fn load(path: &Path) -> Result<(Vec<u8>, Limits), String> {
+    let bytes = std::fs::read(path)
+        .map_err(|error| format!("{}: cannot read the limits file: {error}", path.display()))?;
+    let limits = load_bytes(path, &bytes)?;
+    Ok((bytes, limits))
+}
+
+/// Parses `bytes`, the file at `path`.
+fn load_bytes(path: &Path, bytes: &[u8]) -> Result<Limits, String> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|error| format!("{}: not UTF-8: {error}", path.display()))?;
+    parse(path, text)
+}
+
+/// How long a change waits for the rest of its writes (an editor's several, a rename's two
+/// events) before the file is read.
+const SETTLE: Duration = Duration::from_millis(25);
+
+/// Reads the file at `path`, and watches its directory from then on: after every change
+/// there, the file is read again and, when its bytes changed, parsed and handed to `apply`
+/// (its mistake logged at error level first), from a thread of its own, until `apply` answers
+/// `false` or the watcher returned is dropped. Returns the file's limits and the watcher.
+///
+/// # Errors
+///
+/// The file's mistake (see [`parse`]), or why it cannot be read or watched.
+pub(crate) fn watch(
+    path: PathBuf,
+    apply: impl FnMut(Result<Limits, String>) -> bool + Send + 'static,
+) -> Result<(Limits, Box<dyn Send>), String> {
+    let (bytes, limits) = load(&path)?;
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let (changed, changes) = mpsc::channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        // A read (this thread's own included) changes nothing.
+        if event.is_ok_and(|event| !event.kind.is_access()) {
+            let _ = changed.send(());
+        }
+    })
+    .map_err(|error| format!("{}: cannot watch the limits file: {error}", path.display()))?;
+    watcher
+        .watch(&directory, notify::RecursiveMode::NonRecursive)
+        .map_err(|error| format!("{}: cannot watch its directory: {error}", path.display()))?;
+    tracing::info!(path = %path.display(), "the limits file is read, and watched");
+    std::thread::Builder::new()
+        .name("ratelimit-limits-file".into())
+        .spawn(move || reload(&path, bytes, &changes, apply))
+        .map_err(|error| format!("cannot start the limits file's thread: {error}"))?;
+    Ok((limits, Box::new(watcher)))
+}
+
+/// Re-reads the file after each change in its directory and hands it to `apply` when its
+/// bytes changed, until `apply` answers `false` or the watcher is dropped (which ends
+/// `changes`). `seen`: the bytes last handed over, so that a change is judged once.
+fn reload(
+    path: &Path,
+    mut seen: Vec<u8>,
+    changes: &mpsc::Receiver<()>,
+    mut apply: impl FnMut(Result<Limits, String>) -> bool,
+) {
+    while changes.recv().is_ok() {
+        // The rest of this change's events.
+        loop {
+            match changes.recv_timeout(SETTLE) {
+                Ok(()) => {}
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) if bytes == seen => continue,
+            Ok(bytes) => bytes,
+            Err(error) => {
+                // Deleted, or between an editor's delete and its write: the next event reads
+                // it again.
+                tracing::warn!(%error, path = %path.display(), "the limits file cannot be read; the limits in force stay");
+                continue;
+            }
+        };
+        let change = load_bytes(path, &bytes);
+        seen = bytes;
+        if let Err(error) = &change {
+            tracing::error!(%error, "the limits file's change is rejected; the limits in force stay");
+        } else {
+            tracing::info!(path = %path.display(), "the limits file changed");
+        }
+        if !apply(change) {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Result<Limits, String> {
+        parse(Path::new("limits.toml"), text)
+    }
+
+    #[test]
+    fn a_complete_file_parses() {
+        let limits = parsed(
+            r#"
+mode = "enforce"
+
+[scopes.login]
+threshold = 10
+period = "1m"
+mode = "shadow"
+
+[scopes.login.keys]
+"partner-7" = { threshold = 100, period = 60, algorithm = "sliding_window_counter" }
+mallory = { block = true, until = 2027-01-31T18:00:00+01:00 }
+health = { exempt = true }
+
+[scopes."app::search#2"]
+mode = "off"
+"#,
+        )
+        .unwrap();
+        assert_eq!(limits.mode, Some(Mode::Enforce));
+        let login = &limits.scopes["login"];
+        assert_eq!(
+            login.rate,
+            Some(Rate::new_const(10, Duration::from_secs(60)))
+        );
+        assert!(login.code_algorithm);
+        assert_eq!(login.mode, Some(Mode::Shadow));
+        let partner = login.overrides["partner-7"];
+        assert_eq!(
+            partner.action,
+            super::super::Action::Rate(
+                Rate::new_const(100, Duration::from_secs(60))
+                    .with_algorithm(Algorithm::SlidingWindowCounter)
+            )
+        );
+        assert!(!partner.code_algorithm);
+        let mallory = login.overrides["mallory"];
+        assert_eq!(
+            mallory.expires,
+            Some(UNIX_EPOCH + Duration::from_secs(1_801_414_800))
+        );
+        assert_eq!(limits.scopes["app::search#2"].mode, Some(Mode::Off));
+    }
+
+    #[test]
+    fn each_mistake_names_the_file_the_line_and_the_entry() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "[scopes.a]\nthreshold = 0\nperiod = \"1m\"\n",
+                "limits.toml:1: scope \"a\": threshold 0",
+            ),
+            (
+                "[scopes.a]\nthreshold = 1\nperiod = \"soon\"\n",
+                "limits.toml:1: scope \"a\": period \"soon\" is not a duration",
+            ),
+            (
+                "[scopes.a]\nthreshold = 1\n",
+                "limits.toml:1: scope \"a\": a rate needs both",
+            ),
+            (
+                "[scopes.a]\nmode = \"of\"\n",
+                "limits.toml:1: scope \"a\": mode: `of` is not a mode",
+            ),
+            (
+                "\n[scopes.a]\nlimit = 3\n",
+                "limits.toml:3: unknown field `limit`",
+            ),
+            (
+                "[scopes.a]\n[scopes.a]\n",
+                "limits.toml:2: an entry given twice",
+            ),
+            (
+                "[scopes.a.keys]\nbob = { exempt = true }\nbob = { block = true }\n",
+                "limits.toml:3: an entry given twice",
+            ),
+            (
+                "[scopes.a.keys]\nbob = { block = true, until = \"tomorrow\" }\n",
+                "limits.toml:2: scope \"a\", the override of the key on this line: until: \"tomorrow\" is not a time",
+            ),
+            (
+                "[scopes.a.keys]\nbob = { block = true, until = 2027-01-31T18:00:00 }\n",
+                "is not a point in time",
+            ),
+            (
+                "[scopes.a.keys]\nbob = { block = true, exempt = true }\n",
+                "not several",
+            ),
+            ("[scopes.a.keys]\nbob = {}\n", "say what it does"),
+            (
+                "[scopes.a]\nthreshold = 1\nperiod = \"1m\"\nalgorithm = \"fixed\"\n",
+                "`fixed` is not an algorithm",
+            ),
+            ("mode = 3\n", "limits.toml:1:"),
+            ("[scopes.a\n", "limits.toml:1:"),
+        ];
+        for (text, expected) in cases {
+            let error = parsed(text).expect_err(text);
+            assert!(error.contains(expected), "{text:?}: {error}");
+            assert!(!error.contains("bob"), "a key quoted: {error}");
+        }
+    }
+
+    /// The guide's complete file parses, as its comments say.
+    #[test]
+    fn the_guides_file_parses() {
+        let page = include_str!("../guide/operating.md");
+        let start = page.find("```toml\n").expect("the guide's limits file") + "```toml\n".len();
+        let end = start + page[start..].find("```").expect("its end");
+        let limits = parsed(&page[start..end]).unwrap();
+        assert_eq!(limits.mode, Some(Mode::Enforce));
+        let login = &limits.scopes["login"];
+        assert_eq!(
+            login.rate,
+            Some(Rate::new_const(10, Duration::from_secs(60)))
+        );
+        assert_eq!(login.overrides.len(), 3);
+        assert_eq!(
+            limits.scopes["app::reports::export"].mode,
+            Some(Mode::Shadow)
+        );
+        assert_eq!(limits.scopes["layer@100/1m"].overrides.len(), 1);
+    }
+
+    #[test]
+    fn dates_count_days_as_the_calendar_does() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(2026, 12, 5), 20_792);
+    }
+}

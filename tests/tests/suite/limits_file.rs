@@ -1,0 +1,201 @@
+//! The limits file (feature `limits-file`), live: in force at `build()`, a bad or missing one a
+//! build error; edits in place, replacements by rename, and a Kubernetes ConfigMap's update (a
+//! symlink swapped) applied within moments; every bad edit rejected whole, counted, and the
+//! limits in force kept (the old rate still applies).
+//!
+//! Timing: windows are an hour. A change is waited for as a state (the limiter's mode, or the
+//! count of rejected changes) within [`APPLIED`]; the times it took are printed, their median
+//! with them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ratelimit_runtime::{Limiter, Mode, RateLimitError, rate_limit};
+use tests::wait_for;
+
+/// How long an applied change may take here (the design's is well under a second).
+const APPLIED: Duration = Duration::from_secs(3);
+
+#[rate_limit(name = "file.login", period = 3600, threshold = 1, key = user, limiter = limiter)]
+async fn login(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// How many of `n` calls of `user` are admitted.
+async fn admits(limiter: &Limiter, user: &str, n: usize) -> usize {
+    let mut admitted = 0;
+    for _ in 0..n {
+        match login(limiter, user).await {
+            Ok(()) => admitted += 1,
+            Err(RateLimitError::Denied(_)) => {}
+            Err(error) => panic!("not a decision: {error}"),
+        }
+    }
+    admitted
+}
+
+/// A limits file of `mode` whose `file.login` scope admits `threshold` an hour.
+fn limits(mode: &str, threshold: u64) -> String {
+    format!(
+        "mode = \"{mode}\"\n\n[scopes.\"file.login\"]\nthreshold = {threshold}\nperiod = \"1h\"\n"
+    )
+}
+
+/// Replaces `path` by a file holding `text`, written beside it then renamed over it (as
+/// editors and deploy tools do).
+fn replace(path: &Path, text: &str) {
+    let next = path.with_extension("toml.new");
+    std::fs::write(&next, text).expect("write the new file");
+    std::fs::rename(&next, path).expect("rename it over the old one");
+}
+
+/// Waits until `limiter`'s mode is `mode`; how long it took.
+async fn mode_becomes(limiter: &Limiter, mode: Mode) -> Duration {
+    let ((), took) = wait_for("the file's change to apply", APPLIED, async || {
+        (limiter.mode() == mode).then_some(())
+    })
+    .await;
+    took
+}
+
+/// Waits until `limiter` rejected `count` changes in all.
+async fn rejected(limiter: &Limiter, count: u64) {
+    wait_for("the bad edit to be rejected", APPLIED, async || {
+        (limiter.limits_rejected() >= count).then_some(())
+    })
+    .await;
+    assert_eq!(limiter.limits_rejected(), count);
+}
+
+fn limiter_of(path: &Path) -> Limiter {
+    Limiter::builder()
+        .limits_file(path)
+        .build()
+        .expect("a limiter with its limits file")
+}
+
+#[tokio::test]
+async fn the_file_is_in_force_at_build_and_each_replacement_within_moments() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("limits.toml");
+    std::fs::write(&path, limits("enforce", 3)).unwrap();
+    let limiter = limiter_of(&path);
+    assert_eq!(
+        admits(&limiter, "ann", 4).await,
+        3,
+        "the file's 3, not the code's 1"
+    );
+
+    let mut took = Vec::new();
+    for round in 0..8_u64 {
+        // Alternately shadow and enforce, at one more each time: the log is kept.
+        let mode = if round % 2 == 0 { "shadow" } else { "enforce" };
+        replace(&path, &limits(mode, 4 + round));
+        let expected = if round % 2 == 0 {
+            Mode::Shadow
+        } else {
+            Mode::Enforce
+        };
+        took.push(mode_becomes(&limiter, expected).await);
+    }
+    // Enforce, at 4 + 7 = 11: ann's log holds 3 (nobody called in the shadow rounds).
+    assert_eq!(admits(&limiter, "ann", 10).await, 8);
+    took.sort();
+    eprintln!(
+        "limits file replacements in force after {took:?}; median {:?}",
+        took[took.len() / 2]
+    );
+}
+
+#[tokio::test]
+async fn an_edit_in_place_and_a_configmap_update_are_seen() {
+    // In place: truncated and written again.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("limits.toml");
+    std::fs::write(&path, limits("enforce", 2)).unwrap();
+    let limiter = limiter_of(&path);
+    std::fs::write(&path, limits("off", 2)).unwrap();
+    mode_becomes(&limiter, Mode::Off).await;
+
+    // A ConfigMap's volume: `limits.toml -> ..data/limits.toml`, `..data -> <timestamped dir>`,
+    // updated by writing a new directory and renaming a new `..data` link over the old one.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let volume = |name: &str, text: &str| -> PathBuf {
+        let data = dir.path().join(name);
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("limits.toml"), text).unwrap();
+        data
+    };
+    volume("..2026_12_05_1", &limits("enforce", 2));
+    std::os::unix::fs::symlink("..2026_12_05_1", dir.path().join("..data")).unwrap();
+    let path = dir.path().join("limits.toml");
+    std::os::unix::fs::symlink("..data/limits.toml", &path).unwrap();
+    let limiter = limiter_of(&path);
+    assert_eq!(limiter.mode(), Mode::Enforce);
+    volume("..2026_12_05_2", &limits("shadow", 2));
+    std::os::unix::fs::symlink("..2026_12_05_2", dir.path().join("..data_tmp")).unwrap();
+    std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+    mode_becomes(&limiter, Mode::Shadow).await;
+}
+
+#[tokio::test]
+async fn every_bad_edit_is_rejected_whole_and_the_limits_in_force_stay() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("limits.toml");
+    std::fs::write(&path, limits("enforce", 2)).unwrap();
+    let limiter = limiter_of(&path);
+    let bad = [
+        // Does not parse.
+        "mode = \"enforce\"\n[scopes.\"file.login\"\nthreshold = 50\n".to_owned(),
+        // An unknown field.
+        format!("{}limit = 50\n", limits("enforce", 50)),
+        // A threshold of 0.
+        limits("enforce", 0),
+        // A period that is not a duration.
+        "[scopes.\"file.login\"]\nthreshold = 50\nperiod = \"an hour\"\n".to_owned(),
+        // An expiry that is not a time.
+        format!(
+            "{}\n[scopes.\"file.login\".keys]\nann = {{ exempt = true, until = \"soon\" }}\n",
+            limits("enforce", 50)
+        ),
+        // Two entries for one scope.
+        format!(
+            "{}{}",
+            limits("enforce", 50),
+            "[scopes.\"file.login\"]\nmode = \"off\"\n"
+        ),
+        // A mode that is not one.
+        limits("disabled", 50),
+    ];
+    let mut admitted = 0;
+    for (count, text) in (1..).zip(&bad) {
+        replace(&path, text);
+        rejected(&limiter, count).await;
+        // The old rate (2) still applies: one call more each round until the log is full.
+        admitted += admits(&limiter, "ann", 1).await;
+        assert_eq!(admitted, count.min(2) as usize, "after {text:?}");
+        assert_eq!(limiter.mode(), Mode::Enforce);
+    }
+    // A good edit after them applies.
+    replace(&path, &limits("off", 2));
+    mode_becomes(&limiter, Mode::Off).await;
+}
+
+#[test]
+fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("limits.toml");
+    let error = Limiter::builder().limits_file(&path).build().unwrap_err();
+    let RateLimitError::InvalidConfig(reason) = &error else {
+        panic!("{error:?}");
+    };
+    assert!(
+        reason.contains("limits.toml") && reason.contains("cannot read"),
+        "{reason}"
+    );
+
+    std::fs::write(&path, "[scopes.a]\nthreshold = 1\nperiod = \"1h\"\n\n[scopes.b]\nthreshold = 0\nperiod = \"1h\"\n").unwrap();
+    let error = Limiter::builder().limits_file(&path).build().unwrap_err();
+    let expected = format!("{}:5: scope \"b\": threshold 0", path.display());
+    assert!(error.to_string().contains(&expected), "{error}");
+}
