@@ -56,7 +56,7 @@ echo "== 7. quota leases: one hot key against redis-benchmark -c 50 -P 16, and 1
 if command -v valgrind >/dev/null; then
   echo "== 8. instructions per in-process check (callgrind: 300,000 checks less 100,000, quanta's calibration left out)" >&2
   cg=$(mktemp)
-  for mode in deny admit attribute counter-deny counter-admit governor-deny governor-admit; do
+  for mode in deny admit attribute counter-deny counter-admit attribute-entries keyed keyed-overrides governor-deny governor-admit; do
     # governor's, the reference, from a binary of its own (`icount_governor deny|admit`).
     binary=icount; arg=$mode
     if [[ $mode == governor-* ]]; then binary=icount_governor; arg=${mode#governor-}; fi

@@ -120,6 +120,13 @@ def table(results):
             not mode.startswith("governor") and mode != "attribute" else ""
         lines.append(f"| instructions per in-process check, {mode} (callgrind) | — | "
                      f"{per_check} | {versus} |")
+    # The registry's cost (issue 36): a scope without an entry while others have entries, and
+    # a key among 10,000 overrides, each against the same check without any entry.
+    for mode, base, target in (("attribute-entries", "attribute", 1.03),
+                               ("keyed-overrides", "keyed", 1.15)):
+        if mode in counts and base in counts:
+            add(f"registry: instructions, {mode} / {base}", f"≤ {target}",
+                counts[mode] / counts[base], target, True)
     return "\n".join(lines)
 
 

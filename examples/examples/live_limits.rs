@@ -71,7 +71,7 @@ mallory = { block = true }                 # blocked for a period at a time
     tokio::time::sleep(Duration::from_millis(500)).await;
     round(&limiter, "after the file turned the scope off:").await;
 
-    replace(&path, "[scopes.login]\nthreshold = 0\n")?;
+    replace(&path, "[scopes.login]\nthreshold = 0\nperiod = \"1m\"\n")?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rejected = format!(
         "a bad edit (threshold 0) is rejected ({} so far), the limits in force stay:",

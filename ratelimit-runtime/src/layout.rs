@@ -164,6 +164,10 @@ pub(crate) fn unescape(escaped: &str) -> Cow<'_, str> {
 
 /// `text` after `E(raw)`, if it starts with it.
 fn strip_escaped<'t>(text: &'t str, raw: &str) -> Option<&'t str> {
+    // Most scopes have no special character, and are their own escape.
+    if !raw.bytes().any(is_special) {
+        return text.strip_prefix(raw);
+    }
     let mut rest = text.as_bytes();
     for &byte in raw.as_bytes() {
         rest = if is_special(byte) {

@@ -522,10 +522,12 @@ impl Limiter {
         self.shared.clock.as_ref()
     }
 
-    /// A check of one limit for the attribute and the layer, through the registry: the limit
+    /// A check of one limit for the attribute and the layer, through the registry, and whether
+    /// it is a trial (shadow mode: its fields must not reach clients): the limit
     /// at `address` (the attribute's scope; a layer's `<scope>@<label>`) of `rate` (`per_call`: a rate chosen per call, which a scope entry's rate does
     /// not replace) for `key`, whose caller's key `caller` reads (asked only when the scope
     /// has overrides).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) fn registered<'a>(
         &'a self,
         (scope, address): (&'a str, &str),
@@ -533,7 +535,7 @@ impl Limiter {
         caller: impl FnOnce(&str) -> Option<Cow<'_, str>>,
         rate: Rate,
         per_call: bool,
-    ) -> Registered<'a> {
+    ) -> (Checking<'a>, bool) {
         let resolved = self.shared.registry.resolve(
             address,
             rate,
@@ -541,38 +543,40 @@ impl Limiter {
             || caller(&key),
             || self.now_us(),
         );
+        let decided = |key: Key<'a>, rate, decision| {
+            let leg = std::future::ready((Ok(decision), key));
+            Checking::leg(&self.shared, Some(scope), rate, leg)
+        };
         match resolved {
             Resolved::Check {
                 rate,
                 shadow: false,
-            } => Registered::Checking(self.checking(scope, key, rate)),
-            // The limiter's own shadow mode: the check path's (no allocation).
+            } => (self.checking(scope, key, rate), false),
+            // The limiter's own modes: the check path's (no allocation).
             Resolved::Check { rate, shadow: true } if self.is_shadow() => {
-                Registered::Checking(self.checking(scope, key, rate))
+                (self.checking(scope, key, rate), true)
             }
-            Resolved::Check { rate, shadow: true } => Registered::Shadow { key, rate },
-            Resolved::Exempt => Registered::Decided {
-                key,
-                rate,
-                decision: Decision::exempt(),
-            },
+            Resolved::Exempt if self.shared.off() => (self.checking(scope, key, rate), false),
+            Resolved::Check { rate, shadow: true } => {
+                let leg = async move {
+                    let answer = self.checking_in_shadow(Some(scope), &key, rate).await;
+                    (answer, key)
+                };
+                (Checking::leg(&self.shared, Some(scope), rate, leg), true)
+            }
+            Resolved::Exempt => (decided(key, rate, Decision::exempt()), false),
             Resolved::Blocked {
                 rate,
                 retry_after,
                 shadow,
             } => {
                 let decision = Decision::denied(rate.threshold(), retry_after, retry_after);
-                let decision = if shadow {
+                if shadow {
                     crate::telemetry::shadow_denied(Some(scope), &key);
-                    decision.in_shadow()
+                    (decided(key, rate, decision.in_shadow()), true)
                 } else {
                     crate::telemetry::blocked(scope);
-                    decision
-                };
-                Registered::Decided {
-                    key,
-                    rate,
-                    decision,
+                    (decided(key, rate, decision), false)
                 }
             }
         }
@@ -580,7 +584,7 @@ impl Limiter {
 
     /// The limits in force now, one version of them, which every limit of a composite check
     /// is resolved against ([`resolve_limit`](Limiter::resolve_limit)).
-    pub(crate) fn registry_view(&self) -> View<'_> {
+    pub(crate) fn registry_view(&self) -> View {
         self.shared.registry.view()
     }
 
@@ -591,7 +595,7 @@ impl Limiter {
     /// denial, not the code's mistake.
     pub(crate) fn resolve_limit<'k>(
         &self,
-        view: &View<'_>,
+        view: &View,
         address: &str,
         (rate, per_call, cost, shadow): (Rate, bool, u64, bool),
         caller: impl FnOnce() -> Option<Cow<'k, str>>,
@@ -626,14 +630,7 @@ impl Limiter {
         }
     }
 
-    /// A check of one limit in shadow mode (a [`Registered::Shadow`]): checked and recorded
-    /// as any other, a denial reported and answered as an admission that would have been
-    /// denied.
-    ///
-    /// Shadow mode never fails a call: a store that cannot answer is answered as
-    /// [`FailurePolicy::Open`] does (admitted, recording nothing), whatever the limiter's
-    /// policy. `scope`: the attribute's or the layer's (whose keys are escaped), `None` for a
-    /// key given by hand.
+    /// A check of one limit in shadow mode: see `Shared::check_in_shadow`.
     ///
     /// # Errors
     ///
@@ -645,20 +642,7 @@ impl Limiter {
         key: &str,
         rate: Rate,
     ) -> Result<Decision, RateLimitError> {
-        let limit = Limit::new(key, rate);
-        match self
-            .shared
-            .check_recorded(scope, vec![limit], None, true)
-            .await
-        {
-            Ok((decisions, _records)) => Ok(*decisions.deciding().decision()),
-            Err(RateLimitError::Unavailable(error)) => {
-                tracing::debug!(scope, %error, "a shadow rate limit could not be checked");
-                let threshold = rate.threshold();
-                Ok(Decision::admitted(threshold, threshold - 1, rate.period()).by_policy())
-            }
-            Err(error) => Err(error),
-        }
+        self.shared.check_in_shadow(scope, key, rate).await
     }
 
     /// The limits operators change while the process runs, as set by
@@ -687,6 +671,16 @@ impl Limiter {
             .update(Source::Api, |limits| limits.mode = Some(mode));
     }
 
+    /// Forgets the mode set through this API ([`set_mode`](Limiter::set_mode), or
+    /// [`set_limits`](Limiter::set_limits)'s): the limits file's mode is in force again, else
+    /// the one the limiter was built with. The end of an incident handled with
+    /// `set_mode(Mode::Off)`, where `set_mode(Mode::Enforce)` would keep overriding the file.
+    pub fn clear_mode(&self) {
+        self.shared
+            .registry
+            .update(Source::Api, |limits| limits.mode = None);
+    }
+
     /// How many changes of the limits file were rejected since the limiter was built (each
     /// logged at error level, the limits in force kept): for a health check that tells an
     /// operator their last edit did not take.
@@ -712,10 +706,23 @@ impl Limiter {
         }
     }
 
+    /// The attribute's check of one limit, through the registry (see
+    /// [`Checking::registered`]).
+    #[inline]
+    pub(crate) fn checking_registered<'a>(
+        &'a self,
+        scope: &'a str,
+        key: Key<'a>,
+        rate: Rate,
+    ) -> Checking<'a> {
+        Checking::registered(&self.shared, scope, key, rate)
+    }
+
     /// A check for the attribute and the layer: in a span with the field `scope`, labelled
     /// with `scope` in the metrics, and with an event for its decision (trace when admitted,
     /// debug when denied, with the key stripped of its `scope:` prefix).
     #[inline]
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) fn checking<'a>(&'a self, scope: &'a str, key: Key<'a>, rate: Rate) -> Checking<'a> {
         Checking::new(&self.shared, Some(scope), key, rate, None)
     }
@@ -811,21 +818,6 @@ pub(crate) enum LimitResolved {
     WouldDeny,
     /// Denies the call without a check (a blocked key, or a cost above the rate in force).
     Deny(Rate, Decision),
-}
-
-/// What a check of one limit of the attribute or the layer does, the registry asked
-/// ([`Limiter::registered`]).
-pub(crate) enum Registered<'a> {
-    /// The check, against the rate in force.
-    Checking(Checking<'a>),
-    /// A check in shadow mode, by [`Limiter::checking_in_shadow`].
-    Shadow { key: Key<'a>, rate: Rate },
-    /// Decided without a check: exempt, or blocked.
-    Decided {
-        key: Key<'a>,
-        rate: Rate,
-        decision: Decision,
-    },
 }
 
 impl fmt::Debug for Limiter {

@@ -17,7 +17,7 @@ use crate::layout::{
     unscoped,
 };
 use crate::limit::{Limit, LimitRef};
-use crate::limiter::{LimitResolved, Limiter, Registered};
+use crate::limiter::{LimitResolved, Limiter};
 use crate::rate::Rate;
 use crate::returns::{FromRateLimitError, LimitedResult};
 
@@ -112,92 +112,48 @@ pub fn check<'a>(
         Some(scoped) => Key::Owned(scoped),
         None => Key::Borrowed(scope),
     };
-    let state = match limiter.registered(
-        (scope, scope),
-        key,
-        |stored| unscoped(scope, stored),
-        rate,
-        false,
-    ) {
-        Registered::Checking(checking) => State::Checking(checking),
-        Registered::Shadow { key, rate } => State::Shadow(Box::pin(async move {
-            limiter
-                .checking_in_shadow(Some(scope), &key, rate)
-                .await
-                .map(|_| ())
-        })),
-        Registered::Decided { decision, .. } if decision.allowed => State::Done(Some(Ok(()))),
-        Registered::Decided {
-            key,
-            rate,
-            decision,
-        } => {
-            let denied = Denied::new(scope, caller_key(scope, key), rate, decision);
-            State::Done(Some(Err(RateLimitError::Denied(Box::new(denied)))))
-        }
-    };
-    Check { state, scope }
+    Check {
+        checking: limiter.checking_registered(scope, key, rate),
+        scope,
+    }
 }
 
 /// The future of [`check`]: an in-process check completes on its first poll.
 pub struct Check<'a> {
-    state: State<'a>,
+    checking: Checking<'a>,
     scope: &'static str,
-}
-
-/// What [`Check`] awaits.
-enum State<'a> {
-    /// The check, against the rate in force.
-    Checking(Checking<'a>),
-    /// A check in shadow mode (the scope's mode, or the key's): admitted whatever it says.
-    Shadow(Pin<Box<dyn Future<Output = Result<(), RateLimitError>> + Send + 'a>>),
-    /// Decided without a check (taken once).
-    Done(Option<Result<(), RateLimitError>>),
 }
 
 impl Future for Check<'_> {
     type Output = Result<(), RateLimitError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let checking = match &mut self.state {
-            State::Checking(checking) => checking,
-            State::Shadow(shadow) => return shadow.as_mut().poll(cx),
-            State::Done(done) => {
-                return Poll::Ready(
-                    done.take()
-                        .expect("a rate limit check polled after it completed"),
-                );
-            }
-        };
-        let answer = Pin::new(&mut *checking).poll(cx);
+        let answer = Pin::new(&mut self.checking).poll(cx);
         // An admission reads `allowed` in place; the rest is the out-of-line path's.
         if let Poll::Ready(Ok(Decision { allowed: true, .. })) = &answer {
             return Poll::Ready(Ok(()));
         }
         let answer = ready!(answer);
-        let scope = self.scope;
-        let State::Checking(checking) = &mut self.state else {
-            unreachable!("matched above")
-        };
-        Poll::Ready(Err(error(checking, scope, answer)))
+        Poll::Ready(Err(self.error(answer)))
     }
 }
 
-/// The error of a denial (its scope, key and rate, and the decision), or the check's own.
-#[cold]
-#[inline(never)]
-fn error(
-    checking: &mut Checking<'_>,
-    scope: &'static str,
-    answer: Result<Decision, RateLimitError>,
-) -> RateLimitError {
-    let decision = match answer {
-        Ok(decision) => decision,
-        Err(error) => return error,
-    };
-    let key = checking.take_key().and_then(|key| caller_key(scope, key));
-    let rate = checking.rate();
-    RateLimitError::Denied(Box::new(Denied::new(scope, key, rate, decision)))
+impl Check<'_> {
+    /// The error of a denial (its scope, key and rate, and the decision), or the check's own.
+    #[cold]
+    #[inline(never)]
+    fn error(&mut self, answer: Result<Decision, RateLimitError>) -> RateLimitError {
+        let decision = match answer {
+            Ok(decision) => decision,
+            Err(error) => return error,
+        };
+        let key = self
+            .checking
+            .take_key()
+            .and_then(|key| caller_key(self.scope, key));
+        let rate = self.checking.rate();
+        RateLimitError::Denied(Box::new(Denied::new(self.scope, key, rate, decision)))
+    }
 }
 
 /// The caller's key of `key`, a key of the plain form in `scope` (`None`: the scope alone):

@@ -21,7 +21,7 @@ use crate::error::{Denied, RateLimitError};
 use crate::key::Key;
 use crate::layout::{rate_key, rate_names, several_rates_key};
 use crate::limit::Limit;
-use crate::limiter::{LimitResolved, Limiter, Registered};
+use crate::limiter::{LimitResolved, Limiter};
 use crate::rate::Rate;
 
 /// The scope of a layer's keys when none is set, whose keys name their rates.
@@ -309,7 +309,7 @@ where
                 None => scoped_key(&config.scope, &key),
             };
             let limiter = &config.limiter;
-            let registered = limiter.registered(
+            let (checking, trial) = limiter.registered(
                 (&config.scope, &config.addresses[0]),
                 Key::Borrowed(&stored),
                 // Asked only of a scope with key overrides.
@@ -317,22 +317,8 @@ where
                 config.rate,
                 false,
             );
-            // A trial must not make well-behaved clients back off, nor an unchecked call
-            // tell them a quota.
-            let (checked, rate, fields) = match registered {
-                Registered::Checking(checking) => {
-                    let rate = checking.rate();
-                    (checking.await, rate, !limiter.is_shadow())
-                }
-                Registered::Shadow { key, rate } => (
-                    limiter
-                        .checking_in_shadow(Some(&config.scope), &key, rate)
-                        .await,
-                    rate,
-                    false,
-                ),
-                Registered::Decided { rate, decision, .. } => (Ok(decision), rate, false),
-            };
+            let rate = checking.rate();
+            let checked = checking.await;
             let decision = match checked {
                 Ok(decision) => decision,
                 Err(error) => return Ok(error.into_response()),
@@ -345,7 +331,9 @@ where
                 .call(Request::from_parts(parts, body))
                 .await?
                 .into_response();
-            if fields {
+            // A trial must not make well-behaved clients back off, nor an unchecked call
+            // tell them a quota.
+            if !trial && !decision.is_exempt() {
                 decision
                     .headers(rate)
                     .apply_if_absent(response.headers_mut());

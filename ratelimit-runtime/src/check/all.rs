@@ -40,6 +40,7 @@ use crate::error::{RateLimitError, StoreError};
 use crate::headers::is_label;
 use crate::limit::{Limit, LimitRef};
 use crate::policy::FailurePolicy;
+use crate::rate::Rate;
 use crate::runtime::{HandOff, Runtime};
 use crate::store::{Access, Admission};
 use crate::telemetry::{self, Timer};
@@ -84,6 +85,33 @@ impl Shared {
         }
         let (decisions, _records) = self.check_recorded(scope, limits, at, false).await?;
         Ok(decisions)
+    }
+
+    /// A check of one limit in shadow mode (a scope's): checked and recorded as any other, a
+    /// denial reported and answered as an admission that would have been denied. Shadow mode
+    /// never fails a call: a store that cannot answer is answered as [`FailurePolicy::Open`]
+    /// does (admitted, recording nothing), whatever the limiter's policy. `scope`: the
+    /// attribute's or the layer's (whose keys are escaped), `None` for a key given by hand.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidInput`] or [`RateLimitError::InvalidConfig`]: the call's or
+    /// the limiter's mistake, not the store's.
+    pub(crate) async fn check_in_shadow(
+        self: &Arc<Self>,
+        scope: Option<&str>,
+        key: &str,
+        rate: Rate,
+    ) -> Result<Decision, RateLimitError> {
+        let limit = Limit::new(key, rate);
+        match self.check_recorded(scope, vec![limit], None, true).await {
+            Ok((decisions, _records)) => Ok(*decisions.deciding().decision()),
+            Err(RateLimitError::Unavailable(error)) => {
+                tracing::debug!(scope, %error, "a shadow rate limit could not be checked");
+                Ok(open_admission(rate, 1))
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// [`check_all`](Shared::check_all), telling where the call was recorded. With `shadow`

@@ -23,6 +23,7 @@ use crate::error::RateLimitError;
 use crate::key::Key;
 use crate::limit::LimitRef;
 use crate::rate::Rate;
+use crate::registry::Resolved;
 use crate::telemetry;
 
 /// The remote leg of a check: its answer, and the key back.
@@ -40,6 +41,9 @@ pub(crate) struct Checking<'a> {
     at: Option<SystemTime>,
     stage: Stage<'a>,
     done: bool,
+    /// The attribute's check of one limit, whose scope the registry is asked about on the
+    /// first poll (see [`Checking::registered`]).
+    registered: bool,
 }
 
 /// Who holds the key: one field, so that the future stays small.
@@ -71,6 +75,46 @@ impl<'a> Checking<'a> {
             at,
             stage: Stage::Key(key),
             done: false,
+            registered: false,
+        }
+    }
+
+    /// The attribute's check of one limit in `scope` (its key `E(scope)/E(key)`, or the scope
+    /// alone), through the registry: on its first poll, a scope without an entry costs a few
+    /// instructions ([`Registry::is_code`](crate::registry::Registry::is_code)); otherwise
+    /// the check is made against the rate in force, in shadow mode, or answered without one
+    /// (off, an exempt key, a blocked one).
+    #[inline]
+    pub(crate) fn registered(
+        shared: &'a Arc<Shared>,
+        scope: &'a str,
+        key: Key<'a>,
+        rate: Rate,
+    ) -> Checking<'a> {
+        Checking {
+            registered: true,
+            ..Checking::new(shared, Some(scope), key, rate, None)
+        }
+    }
+
+    /// A check of `key` whose answer `leg` gives (with the key back), against `rate` (the
+    /// registry's: a check in a scope in shadow mode, or an answer decided without a check),
+    /// `scope` the attribute's or the layer's.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn leg(
+        shared: &'a Arc<Shared>,
+        scope: Option<&'a str>,
+        rate: Rate,
+        leg: impl Future<Output = (Result<Decision, RateLimitError>, Key<'a>)> + Send + 'a,
+    ) -> Checking<'a> {
+        Checking {
+            shared,
+            scope,
+            rate,
+            at: None,
+            stage: Stage::Remote(Box::pin(leg)),
+            done: false,
+            registered: false,
         }
     }
 
@@ -91,12 +135,86 @@ impl<'a> Checking<'a> {
     }
 }
 
+impl Checking<'_> {
+    /// The registry's part of an attribute's check in `scope`, which has an entry (or the
+    /// limiter is off): `None` to go on with the check (its rate set to the one in force);
+    /// else the answer decided without a check (`Some(Some(..))`), or the check in shadow
+    /// mode, now its remote leg, to poll (`Some(None)`).
+    #[cold]
+    #[inline(never)]
+    fn resolve(&mut self, scope: &str) -> Option<Option<Result<Decision, RateLimitError>>> {
+        let shared = self.shared;
+        let Stage::Key(key) = &self.stage else {
+            unreachable!("resolved on the first poll")
+        };
+        let resolved = shared.registry.resolve(
+            scope,
+            self.rate,
+            false,
+            || crate::layout::unscoped(scope, key),
+            || shared.time_of(None).unwrap_or_else(clock::now_us),
+        );
+        match resolved {
+            // The limiter's own modes: the check path's.
+            Resolved::Check { rate, shadow } if !shadow || shared.shadow() => {
+                self.rate = rate;
+                None
+            }
+            Resolved::Exempt if shared.off() => None,
+            Resolved::Check { rate, .. } => {
+                self.rate = rate;
+                let Stage::Key(key) = std::mem::replace(&mut self.stage, Stage::Taken) else {
+                    unreachable!("matched above")
+                };
+                let scope = self.scope;
+                self.stage = Stage::Remote(Box::pin(async move {
+                    let answer = shared.check_in_shadow(scope, &key, rate).await;
+                    (answer, key)
+                }));
+                Some(None)
+            }
+            Resolved::Exempt => {
+                self.done = true;
+                Some(Some(Ok(Decision::exempt())))
+            }
+            Resolved::Blocked {
+                rate,
+                retry_after,
+                shadow,
+            } => {
+                self.rate = rate;
+                self.done = true;
+                let decision = Decision::denied(rate.threshold(), retry_after, retry_after);
+                Some(Some(Ok(if shadow {
+                    telemetry::shadow_denied(Some(scope), key);
+                    decision.in_shadow()
+                } else {
+                    telemetry::blocked(scope);
+                    decision
+                })))
+            }
+        }
+    }
+}
+
 impl Future for Checking<'_> {
     type Output = Result<Decision, RateLimitError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         assert!(!this.done, "a rate limit check polled after it completed");
+        if this.registered {
+            this.registered = false;
+            if let Some(scope) = this.scope
+                && !this.shared.registry.is_code(scope)
+                && let Some(answer) = this.resolve(scope)
+            {
+                return match answer {
+                    Some(answer) => Poll::Ready(answer),
+                    None => Pin::new(this).poll(cx),
+                };
+            }
+        }
         let key = match &mut this.stage {
             Stage::Key(key) => &**key,
             Stage::Remote(remote) => {

@@ -73,13 +73,13 @@ impl Shared {
     /// Whether the limiter is in shadow mode now.
     #[inline]
     pub(crate) fn shadow(&self) -> bool {
-        self.registry.mode() == Mode::Shadow
+        self.registry.is_mode(Mode::Shadow)
     }
 
     /// Whether the limiter is off now: every check admitted without one.
     #[inline]
     pub(crate) fn off(&self) -> bool {
-        self.registry.mode() == Mode::Off
+        self.registry.is_mode(Mode::Off)
     }
 
     /// The policy that answers a check the store could not: the limiter's, except in shadow

@@ -34,7 +34,9 @@ struct ScopeEntry {
     algorithm: Option<String>,
     mode: Option<String>,
     #[serde(default)]
-    keys: BTreeMap<String, Spanned<KeyEntry>>,
+    /// Read as values first: a key with dots left unquoted is a nested table, whose parts a
+    /// deserializer's message would quote (a caller's key may be a user identifier).
+    keys: BTreeMap<String, Spanned<toml::Value>>,
 }
 
 /// `[scopes."<scope>".keys]`: `"<key>" = { ... }`.
@@ -108,7 +110,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
                     scope.escape_debug()
                 )
             };
-            let over = over.get_ref();
+            let over = key_entry(over.get_ref()).map_err(named)?;
             let rate = rate_of(
                 over.threshold,
                 over.period.as_ref(),
@@ -143,6 +145,44 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
         limits.scopes.insert(scope.clone(), scoped);
     }
     Ok(limits)
+}
+
+/// The fields of a key's override.
+const KEY_FIELDS: [&str; 6] = [
+    "threshold",
+    "period",
+    "algorithm",
+    "block",
+    "exempt",
+    "until",
+];
+
+/// A key's override from its value, without quoting anything but the known fields.
+fn key_entry(value: &toml::Value) -> Result<KeyEntry, String> {
+    let toml::Value::Table(table) = value else {
+        return Err(format!(
+            "an override is a table, {{ block = true }} or {{ threshold = 10, period = \"1m\" }}, not a {}",
+            value.type_str()
+        ));
+    };
+    if table
+        .keys()
+        .any(|field| !KEY_FIELDS.contains(&field.as_str()))
+    {
+        return Err(format!(
+            "a field that is not one of {}; a key with a dot (an IP address) must be quoted: \
+             \"192.0.2.7\" = {{ block = true }}",
+            KEY_FIELDS.join(", ")
+        ));
+    }
+    // `until` apart: a date-time read back from a value is a string to serde.
+    let mut fields = table.clone();
+    let until = fields.remove("until");
+    let mut entry: KeyEntry = toml::Value::Table(fields)
+        .try_into()
+        .map_err(|error: toml::de::Error| error.message().trim_end().to_owned())?;
+    entry.until = until;
+    Ok(entry)
 }
 
 /// The line (from 1) of `offset` in `text`.
@@ -303,41 +343,79 @@ fn load_bytes(path: &Path, bytes: &[u8]) -> Result<Limits, String> {
 /// events) before the file is read.
 const SETTLE: Duration = Duration::from_millis(25);
 
-/// Reads the file at `path`, and watches its directory from then on: after every change
-/// there, the file is read again and, when its bytes changed, parsed and handed to `apply`
-/// (its mistake logged at error level first), from a thread of its own, until `apply` answers
-/// `false` or the watcher returned is dropped. Returns the file's limits and the watcher.
+/// Watches the directory of the file at `path` (and, for a symbolic link, its target's),
+/// then reads the file and hands its limits to `apply`; from then on, after every change in
+/// those directories, the file is read again and, when its bytes changed, parsed and handed to
+/// `apply` (a mistake logged at error level first), from a thread of its own, until `apply`
+/// answers `false` or the watcher returned is dropped.
 ///
 /// # Errors
 ///
 /// The file's mistake (see [`parse`]), or why it cannot be read or watched.
 pub(crate) fn watch(
     path: PathBuf,
-    apply: impl FnMut(Result<Limits, String>) -> bool + Send + 'static,
-) -> Result<(Limits, Box<dyn Send>), String> {
-    let (bytes, limits) = load(&path)?;
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    mut apply: impl FnMut(Result<Limits, String>) -> bool + Send + 'static,
+) -> Result<Box<dyn Send>, String> {
+    // Absolute: the process may change its directory later.
+    let path =
+        std::path::absolute(&path).map_err(|error| format!("{}: {error}", path.display()))?;
     let (changed, changes) = mpsc::channel::<()>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        // A read (this thread's own included) changes nothing.
-        if event.is_ok_and(|event| !event.kind.is_access()) {
+        if event.is_ok_and(|event| settles(&event.kind)) {
             let _ = changed.send(());
         }
     })
     .map_err(|error| format!("{}: cannot watch the limits file: {error}", path.display()))?;
-    watcher
-        .watch(&directory, notify::RecursiveMode::NonRecursive)
-        .map_err(|error| format!("{}: cannot watch its directory: {error}", path.display()))?;
-    tracing::info!(path = %path.display(), "the limits file is read, and watched");
+    let mut directories = vec![directory_of(&path)];
+    if let Ok(target) = std::fs::canonicalize(&path)
+        && directory_of(&target) != directories[0]
+    {
+        directories.push(directory_of(&target));
+    }
+    for directory in &directories {
+        watcher
+            .watch(directory, notify::RecursiveMode::NonRecursive)
+            .map_err(|error| {
+                format!(
+                    "{}: cannot watch its directory {}: {error}",
+                    path.display(),
+                    directory.display()
+                )
+            })?;
+    }
+    // Read once watched, so that no change between the two is missed.
+    let (bytes, limits) = load(&path)?;
+    apply(Ok(limits));
+    tracing::info!(path = %path.display(), "the limits file is in force, and watched");
     std::thread::Builder::new()
         .name("ratelimit-limits-file".into())
         .spawn(move || reload(&path, bytes, &changes, apply))
         .map_err(|error| format!("cannot start the limits file's thread: {error}"))?;
-    Ok((limits, Box::new(watcher)))
+    Ok(Box::new(watcher))
 }
+
+/// The directory `path` is in.
+fn directory_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Whether an event may have changed the file: anything but a read, except the close of a
+/// file opened for writing (the end of an edit in place).
+fn settles(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        notify::EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// The longest a change waits for its writes to settle: a directory that never goes quiet
+/// (a log written beside the file) does not keep a change from being read.
+const SETTLE_AT_MOST: Duration = Duration::from_millis(250);
 
 /// Re-reads the file after each change in its directory and hands it to `apply` when its
 /// bytes changed, until `apply` answers `false` or the watcher is dropped (which ends
@@ -348,9 +426,11 @@ fn reload(
     changes: &mpsc::Receiver<()>,
     mut apply: impl FnMut(Result<Limits, String>) -> bool,
 ) {
+    let mut unreadable = false;
     while changes.recv().is_ok() {
-        // The rest of this change's events.
-        loop {
+        // The rest of this change's events, for a while.
+        let started = std::time::Instant::now();
+        while started.elapsed() < SETTLE_AT_MOST {
             match changes.recv_timeout(SETTLE) {
                 Ok(()) => {}
                 Err(RecvTimeoutError::Timeout) => break,
@@ -358,12 +438,21 @@ fn reload(
             }
         }
         let bytes = match std::fs::read(path) {
-            Ok(bytes) if bytes == seen => continue,
-            Ok(bytes) => bytes,
+            Ok(bytes) if bytes == seen && !unreadable => continue,
+            Ok(bytes) => {
+                unreadable = false;
+                bytes
+            }
+            // Deleted, or between an editor's delete and its write: rejected once (the next
+            // event reads it again).
+            Err(_) if unreadable => continue,
             Err(error) => {
-                // Deleted, or between an editor's delete and its write: the next event reads
-                // it again.
-                tracing::warn!(%error, path = %path.display(), "the limits file cannot be read; the limits in force stay");
+                unreadable = true;
+                let error = format!("{}: cannot read the limits file: {error}", path.display());
+                tracing::error!(%error, "the limits file's change is rejected; the limits in force stay");
+                if !apply(Err(error)) {
+                    return;
+                }
                 continue;
             }
         };
@@ -484,11 +573,24 @@ mode = "off"
             ),
             ("mode = 3\n", "limits.toml:1:"),
             ("[scopes.a\n", "limits.toml:1:"),
+            // A key with dots, unquoted: nested tables, whose parts are not quoted.
+            (
+                "[scopes.a.keys]\n192.168.1.1 = { block = true }\n",
+                "must be quoted",
+            ),
+            ("[scopes.a.keys]\nbob = 3\n", "an override is a table"),
+            (
+                "[scopes.a.keys]\nbob = { threshold = \"x\", period = 1 }\n",
+                "limits.toml:2:",
+            ),
         ];
         for (text, expected) in cases {
             let error = parsed(text).expect_err(text);
             assert!(error.contains(expected), "{text:?}: {error}");
-            assert!(!error.contains("bob"), "a key quoted: {error}");
+            assert!(
+                !error.contains("bob") && !error.contains("168"),
+                "a key quoted: {error}"
+            );
         }
     }
 
@@ -499,7 +601,7 @@ mode = "off"
         let start = page.find("```toml\n").expect("the guide's limits file") + "```toml\n".len();
         let end = start + page[start..].find("```").expect("its end");
         let limits = parsed(&page[start..end]).unwrap();
-        assert_eq!(limits.mode, Some(Mode::Enforce));
+        assert_eq!(limits.mode, None, "the mode is left to the limiter");
         let login = &limits.scopes["login"];
         assert_eq!(
             login.rate,

@@ -72,13 +72,28 @@ pub(crate) enum Resolved {
     },
 }
 
+/// The registry's tables: a fast hash, seeded per process (an override's key is a caller's).
+type Table<V> = HashMap<Box<str>, V, foldhash::fast::RandomState>;
+
 /// One scope's entries, merged from every source.
 #[derive(Debug, Default)]
 struct Entry {
     rate: Option<Entered>,
     mode: Option<Mode>,
-    /// By the caller's key; expiries in µs since the Unix epoch.
-    overrides: HashMap<Box<str>, (Action, Option<u64>, bool)>,
+    /// By the caller's key, each source's (the latest first: an expired one leaves the
+    /// next in force); expiries in µs since the Unix epoch.
+    overrides: Table<Vec<Overriding>>,
+    /// Whether its rate was found ignored over a rate chosen per call (logged once).
+    ignored: AtomicBool,
+}
+
+/// One source's override of a key: what it does, until when, and whether its rate's
+/// algorithm is the code's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Overriding {
+    action: Action,
+    expires: Option<u64>,
+    code_algorithm: bool,
 }
 
 /// A rate an entry sets, and whether its algorithm is the code's.
@@ -108,25 +123,59 @@ impl Entered {
 }
 
 /// Every scope's merged entries: what checks read.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Snapshot {
-    scopes: HashMap<Box<str>, Entry>,
+    /// The limiter's mode in force.
+    mode: Mode,
+    scopes: Table<Entry>,
+}
+
+/// The words of [`Registry`]'s filter of the scopes with an entry.
+const FILTER_WORDS: usize = 16;
+
+/// A scope's two bits in the filter (of `FILTER_WORDS * 64`): from a fingerprint of its
+/// length and its first and last 8 bytes, a few instructions (scopes are the code's and the
+/// operators' names, not a caller's: a collision only costs a lookup).
+#[inline]
+fn filter_bits(scope: &str) -> [(usize, u64); 2] {
+    let bytes = scope.as_bytes();
+    let (head, tail) = match (bytes.first_chunk::<8>(), bytes.last_chunk::<8>()) {
+        (Some(head), Some(tail)) => (u64::from_le_bytes(*head), u64::from_le_bytes(*tail)),
+        // Shorter than 8 bytes: its first and last ones (its length is mixed in below).
+        _ => match (bytes.first(), bytes.last()) {
+            (Some(&first), Some(&last)) => (u64::from(first) | u64::from(last) << 8, 0),
+            _ => (0, 0),
+        },
+    };
+    let mixed =
+        (head ^ tail.rotate_left(29) ^ bytes.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let bit = |at: u32| {
+        let index = (mixed >> at) as usize % (FILTER_WORDS * 64);
+        (index / 64, 1 << (index % 64))
+    };
+    [bit(55), bit(46)]
 }
 
 /// A limiter's registry: its sources' entries, and their merge.
 pub(crate) struct Registry {
     /// The mode the limiter was built with (`shadow` for a shadow limiter).
     built: Mode,
-    /// The limiter's mode in force: the latest source's, else `built`. Read by every check.
+    /// A sequence lock over `mode`, `any_scope` and `filter`, the words a check of one limit
+    /// reads without the snapshot: odd while a change writes them, and a check that saw it
+    /// change or odd reads the snapshot instead (one version of everything).
+    version: AtomicU64,
+    /// The limiter's mode in force: the latest source's, else `built`.
     mode: AtomicU8,
-    /// Whether any scope has an entry: without, a check reads nothing more.
+    /// Whether any scope has an entry.
     any_scope: AtomicBool,
+    /// The scopes with an entry, as bits ([`filter_bits`]): a check of one limit whose scope
+    /// has none reads no snapshot.
+    filter: [AtomicU64; FILTER_WORDS],
+    /// Every entry in force, and the limiter's mode, replaced whole by a change.
     snapshot: ArcSwap<Snapshot>,
     /// Each source's entries, in [`Source::ALL`]'s order; held while a change is applied, so
     /// that changes apply one at a time.
     sources: Mutex<Vec<Limits>>,
-    /// The scopes whose rate entry was ignored over a rate chosen per call (logged once).
-    ignored: Mutex<Vec<Box<str>>>,
     /// What watches a source (the limits file's directory), dropped with the registry.
     #[cfg_attr(not(feature = "limits-file"), allow(dead_code))]
     watchers: Mutex<Vec<Box<dyn Send>>>,
@@ -139,11 +188,15 @@ impl Registry {
     pub(crate) fn new(mode: Mode) -> Registry {
         Registry {
             built: mode,
+            version: AtomicU64::new(0),
             mode: AtomicU8::new(mode as u8),
             any_scope: AtomicBool::new(false),
-            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            filter: Default::default(),
+            snapshot: ArcSwap::from_pointee(Snapshot {
+                mode,
+                scopes: Table::default(),
+            }),
             sources: Mutex::new(vec![Limits::default(); Source::ALL.len()]),
-            ignored: Mutex::new(Vec::new()),
             watchers: Mutex::new(Vec::new()),
             rejected: AtomicU64::new(0),
         }
@@ -159,7 +212,7 @@ impl Registry {
     #[cfg(feature = "limits-file")]
     pub(crate) fn watch_file(self: &Arc<Self>, path: std::path::PathBuf) -> Result<(), String> {
         let registry = Arc::downgrade(self);
-        let (limits, watcher) = file::watch(path, move |change| {
+        let watcher = file::watch(path, move |change| {
             let Some(registry) = registry.upgrade() else {
                 return false;
             };
@@ -173,7 +226,6 @@ impl Registry {
             crate::telemetry::registry_load(Source::File.name(), applied);
             true
         })?;
-        self.set(Source::File, limits);
         self.watchers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -189,11 +241,36 @@ impl Registry {
     /// The limiter's mode in force.
     #[inline]
     pub(crate) fn mode(&self) -> Mode {
-        match self.mode.load(Ordering::Acquire) {
-            0 => Mode::Enforce,
-            1 => Mode::Shadow,
-            _ => Mode::Off,
-        }
+        decode(self.mode.load(Ordering::Acquire))
+    }
+
+    /// Whether the limiter's mode in force is `mode` (one load, no decoding: the check path
+    /// asks on every check).
+    #[inline]
+    pub(crate) fn is_mode(&self, mode: Mode) -> bool {
+        self.mode.load(Ordering::Acquire) == mode as u8
+    }
+
+    /// Whether a check of one limit in `scope` is the code's check, as the check path makes
+    /// it (the limiter's own shadow mode included): the limiter is not off, and `scope` has no
+    /// entry. A few instructions and no snapshot (see `version`); `false` while a change is
+    /// being written, and the snapshot is read instead.
+    #[inline(always)]
+    pub(crate) fn is_code(&self, scope: &str) -> bool {
+        let version = self.version.load(Ordering::Acquire);
+        let code = self.mode.load(Ordering::Relaxed) != Mode::Off as u8
+            && (!self.any_scope.load(Ordering::Relaxed) || !self.may_have_entry(scope));
+        std::sync::atomic::fence(Ordering::Acquire);
+        code && version.is_multiple_of(2) && self.version.load(Ordering::Relaxed) == version
+    }
+
+    /// Whether `scope` passes the filter: it may have an entry (it has one, or shares its
+    /// bits with one that has).
+    #[inline]
+    fn may_have_entry(&self, scope: &str) -> bool {
+        filter_bits(scope)
+            .iter()
+            .all(|&(word, bit)| self.filter[word].load(Ordering::Relaxed) & bit != 0)
     }
 
     /// What a check of `scope`'s limit of `rate` (`per_call`: chosen per call, `rate = expr`)
@@ -209,37 +286,19 @@ impl Registry {
         key: impl FnOnce() -> Option<std::borrow::Cow<'k, str>>,
         now: impl FnOnce() -> u64,
     ) -> Resolved {
+        if self.is_code(scope) {
+            // The limiter's mode may have changed since: the check path reads it again.
+            let shadow = self.mode() == Mode::Shadow;
+            return Resolved::Check { rate, shadow };
+        }
         self.view().resolve(scope, rate, per_call, key, now)
     }
 
-    /// The limits in force now, one version of them: the mode is read first (`Acquire`,
-    /// stored last by [`set`](Registry::set)), so that a view of a change's mode sees its
-    /// scopes too.
+    /// The limits in force now, one version of them (one snapshot).
     #[inline]
-    pub(crate) fn view(&self) -> View<'_> {
-        let limiter = match self.mode.load(Ordering::Acquire) {
-            0 => Mode::Enforce,
-            1 => Mode::Shadow,
-            _ => Mode::Off,
-        };
-        let snapshot = (limiter != Mode::Off && self.any_scope.load(Ordering::Acquire))
-            .then(|| self.snapshot.load());
+    pub(crate) fn view(&self) -> View {
         View {
-            registry: self,
-            limiter,
-            snapshot,
-        }
-    }
-    /// Logs once per scope that its rate entry is ignored.
-    #[cold]
-    fn ignored_over_per_call(&self, scope: &str) {
-        let mut ignored = self.ignored.lock().unwrap_or_else(PoisonError::into_inner);
-        if !ignored.iter().any(|seen| **seen == *scope) {
-            ignored.push(scope.into());
-            tracing::warn!(
-                scope,
-                "the registry's rate for this scope is ignored: its limit chooses its rate per call (`rate = expr`), whose tiers stay in code; set only its mode, or override keys"
-            );
+            snapshot: self.snapshot.load(),
         }
     }
 
@@ -265,23 +324,34 @@ impl Registry {
         let (mode, snapshot) = merge(self.built, &sources);
         report(source, old_mode, mode, &old, &snapshot);
         let any_scope = !snapshot.scopes.is_empty();
-        // The mode last: a check that reads it (`Acquire`) sees the rest of this change.
+        let mut filter = [0_u64; FILTER_WORDS];
+        for scope in snapshot.scopes.keys() {
+            for (word, bit) in filter_bits(scope) {
+                filter[word] |= bit;
+            }
+        }
         self.snapshot.store(Arc::new(snapshot));
-        self.any_scope.store(any_scope, Ordering::Release);
-        self.mode.store(mode as u8, Ordering::Release);
+        // The sequence lock's write: odd, the words, even again (changes are one at a time,
+        // under `sources`' lock).
+        let version = self.version.load(Ordering::Relaxed);
+        self.version.store(version + 1, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        for (word, bits) in self.filter.iter().zip(filter) {
+            word.store(bits, Ordering::Relaxed);
+        }
+        self.any_scope.store(any_scope, Ordering::Relaxed);
+        self.mode.store(mode as u8, Ordering::Relaxed);
+        self.version.store(version + 2, Ordering::Release);
     }
 }
 
 /// One version of the limits in force ([`Registry::view`]), which every limit of one check is
-/// resolved against.
-pub(crate) struct View<'r> {
-    registry: &'r Registry,
-    limiter: Mode,
-    /// `None`: no scope has an entry (or the limiter is off).
-    snapshot: Option<arc_swap::Guard<Arc<Snapshot>>>,
+/// resolved against. Short-lived: not held across an `.await`.
+pub(crate) struct View {
+    snapshot: arc_swap::Guard<Arc<Snapshot>>,
 }
 
-impl View<'_> {
+impl View {
     /// What a check of `scope`'s limit does (see [`Registry::resolve`]).
     #[inline]
     pub(crate) fn resolve<'k>(
@@ -292,31 +362,27 @@ impl View<'_> {
         key: impl FnOnce() -> Option<std::borrow::Cow<'k, str>>,
         now: impl FnOnce() -> u64,
     ) -> Resolved {
-        let limiter = self.limiter;
-        if limiter == Mode::Off {
-            return Resolved::Exempt;
-        }
-        match &self.snapshot {
-            None => Resolved::Check {
+        match self.snapshot.mode {
+            Mode::Off => Resolved::Exempt,
+            limiter if self.snapshot.scopes.is_empty() => Resolved::Check {
                 rate,
                 shadow: limiter == Mode::Shadow,
             },
-            Some(snapshot) => self.resolve_entry(snapshot, scope, rate, per_call, key, now),
+            _ => self.resolve_entry(scope, rate, per_call, key, now),
         }
     }
 
     #[inline(never)]
     fn resolve_entry<'k>(
         &self,
-        snapshot: &Snapshot,
         scope: &str,
         rate: Rate,
         per_call: bool,
         key: impl FnOnce() -> Option<std::borrow::Cow<'k, str>>,
         now: impl FnOnce() -> u64,
     ) -> Resolved {
-        let limiter = self.limiter;
-        let Some(entry) = snapshot.scopes.get(scope) else {
+        let limiter = self.snapshot.mode;
+        let Some(entry) = self.snapshot.scopes.get(scope) else {
             let shadow = limiter == Mode::Shadow;
             return Resolved::Check { rate, shadow };
         };
@@ -332,7 +398,9 @@ impl View<'_> {
         let code = rate;
         let rate = match entry.rate {
             Some(_) if per_call => {
-                self.registry.ignored_over_per_call(scope);
+                if !entry.ignored.swap(true, Ordering::Relaxed) {
+                    ignored_over_per_call(scope);
+                }
                 rate
             }
             Some(entered) => entered.over(code),
@@ -341,18 +409,23 @@ impl View<'_> {
         let found = if entry.overrides.is_empty() {
             None
         } else {
-            key().and_then(|key| entry.overrides.get(&*key).copied())
+            key().and_then(|key| entry.overrides.get(&*key))
         };
-        let Some((action, expires, code_algorithm)) = found else {
+        let Some(overridings) = found else {
             return Resolved::Check { rate, shadow };
         };
-        let left = match expires {
-            None => None,
-            Some(expires) => match expires.checked_sub(now()) {
-                Some(left) if left > 0 => Some(Duration::from_micros(left)),
-                // Expired: as if it were not there.
-                _ => return Resolved::Check { rate, shadow },
+        // The latest source's that has not expired: an expired one is as if it were not there.
+        let in_force = first_in_force(overridings, now);
+        let Some((
+            Overriding {
+                action,
+                code_algorithm,
+                ..
             },
+            left,
+        )) = in_force
+        else {
+            return Resolved::Check { rate, shadow };
         };
         match action {
             Action::Exempt => Resolved::Exempt,
@@ -373,11 +446,52 @@ impl View<'_> {
     }
 }
 
+/// The first of `overridings` (the latest source's first) in force at the time `now` gives
+/// (asked once, and only of one that expires), with the time left until it expires.
+fn first_in_force(
+    overridings: &[Overriding],
+    now: impl FnOnce() -> u64,
+) -> Option<(Overriding, Option<Duration>)> {
+    let mut now = Some(now);
+    let mut time = None;
+    overridings
+        .iter()
+        .find_map(|overriding| match overriding.expires {
+            None => Some((*overriding, None)),
+            Some(expires) => {
+                let now = *time.get_or_insert_with(|| now.take().map_or(0, |now| now()));
+                let left = expires.checked_sub(now).filter(|&left| left > 0)?;
+                Some((*overriding, Some(Duration::from_micros(left))))
+            }
+        })
+}
+
+/// The limiter's mode in its atomic's encoding.
+fn decode(mode: u8) -> Mode {
+    match mode {
+        0 => Mode::Enforce,
+        1 => Mode::Shadow,
+        _ => Mode::Off,
+    }
+}
+
+/// Logs (once per scope and change) that a scope's rate entry is ignored.
+#[cold]
+fn ignored_over_per_call(scope: &str) {
+    tracing::warn!(
+        scope,
+        "the registry's rate for this scope is ignored: its limit chooses its rate per call (`rate = expr`), whose tiers stay in code; set only its mode, or override keys"
+    );
+}
+
 /// The limiter's mode and the scopes' entries in force, from every source's (`sources`, the
 /// weakest first) over the limiter's `built` mode.
 fn merge(built: Mode, sources: &[Limits]) -> (Mode, Snapshot) {
     let mut mode = built;
-    let mut snapshot = Snapshot::default();
+    let mut snapshot = Snapshot {
+        mode,
+        scopes: Table::default(),
+    };
     for limits in sources {
         mode = limits.mode.unwrap_or(mode);
         for (scope, given) in &limits.scopes {
@@ -389,14 +503,18 @@ fn merge(built: Mode, sources: &[Limits]) -> (Mode, Snapshot) {
             entry.rate = entered.or(entry.rate);
             entry.mode = given.mode.or(entry.mode);
             for (key, over) in &given.overrides {
-                let expires = over.expires.map(crate::clock::micros_saturating);
-                entry.overrides.insert(
-                    key.as_str().into(),
-                    (over.action, expires, over.code_algorithm),
-                );
+                let overriding = Overriding {
+                    action: over.action,
+                    expires: over.expires.map(crate::clock::micros_saturating),
+                    code_algorithm: over.code_algorithm,
+                };
+                // The later source's first.
+                let overridings = entry.overrides.entry(key.as_str().into()).or_default();
+                overridings.insert(0, overriding);
             }
         }
     }
+    snapshot.mode = mode;
     (mode, snapshot)
 }
 
@@ -539,6 +657,89 @@ mod tests {
         registry.set(Source::Api, Limits::new());
         assert_eq!(resolve(&registry, "login", Some("vip"), 0), enforce(CODE));
         assert_eq!(registry.mode(), Mode::Enforce);
+    }
+
+    /// Every scope with an entry passes the filter (and is resolved by its entry); most
+    /// others do not, and are resolved by the code without a lookup.
+    #[test]
+    fn the_filter_finds_every_scope_with_an_entry() {
+        let registry = Registry::new(Mode::Enforce);
+        let names: Vec<String> = (0..100)
+            .map(|i| format!("app::handlers::route_{i}"))
+            .collect();
+        let limits = names.iter().fold(Limits::new(), |limits, name| {
+            limits.scope(name, ScopeLimits::new().rate(MORE))
+        });
+        registry.set(Source::Api, limits);
+        let passes = |scope: &str| {
+            filter_bits(scope)
+                .iter()
+                .all(|&(word, bit)| registry.filter[word].load(Ordering::Relaxed) & bit != 0)
+        };
+        for name in &names {
+            assert!(passes(name), "{name}");
+            let resolved = resolve(&registry, name, None, 0);
+            assert_eq!(
+                resolved,
+                Resolved::Check {
+                    rate: MORE,
+                    shadow: false
+                }
+            );
+        }
+        let others = (0..1_000)
+            .filter(|i| passes(&format!("app::other::route_{i}")))
+            .count();
+        assert!(others < 150, "{others} of 1000 other scopes pass");
+        for short in ["", "a", "login", "f#2"] {
+            let _ = filter_bits(short);
+        }
+    }
+
+    /// A check never mixes two versions of the limits: between a version that enforces the
+    /// code and a dry run that blocks a key in shadow mode, no resolution is a real block
+    /// (the reviewer's race: an old mode with a new snapshot).
+    #[test]
+    fn a_check_sees_one_version_of_a_change() {
+        use std::sync::atomic::AtomicBool;
+        let registry = Arc::new(Registry::new(Mode::Enforce));
+        let enforce = Limits::new();
+        let dry_run = Limits::new()
+            .mode(Mode::Shadow)
+            .scope("s", ScopeLimits::new().key("k", Override::block()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (registry, stop) = (Arc::clone(&registry), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    let mut resolved = 0_u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let answer = resolve(&registry, "s", Some("k"), 0);
+                        assert!(
+                            !matches!(answer, Resolved::Blocked { shadow: false, .. }),
+                            "{answer:?}"
+                        );
+                        let view = registry.view();
+                        let answer =
+                            view.resolve("s", CODE, false, || Some(Cow::Borrowed("k")), || 0);
+                        assert!(
+                            !matches!(answer, Resolved::Blocked { shadow: false, .. }),
+                            "{answer:?}"
+                        );
+                        resolved += 1;
+                    }
+                    resolved
+                })
+            })
+            .collect();
+        for round in 0..2_000 {
+            let limits = if round % 2 == 0 { &dry_run } else { &enforce };
+            registry.set(Source::Api, limits.clone());
+        }
+        stop.store(true, Ordering::Relaxed);
+        for reader in readers {
+            assert!(reader.join().expect("a reader") > 0);
+        }
     }
 
     #[test]

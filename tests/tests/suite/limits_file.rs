@@ -199,3 +199,80 @@ fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
     let expected = format!("{}:5: scope \"b\": threshold 0", path.display());
     assert!(error.to_string().contains(&expected), "{error}");
 }
+
+/// A directory that never goes quiet (a file written beside the limits file every few
+/// milliseconds) does not keep a change from being read.
+#[tokio::test]
+async fn a_busy_directory_does_not_hold_a_change_back() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("limits.toml");
+    std::fs::write(&path, limits("enforce", 2)).unwrap();
+    let limiter = limiter_of(&path);
+    let noise = dir.path().join("app.log");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::write(&noise, "a line\n").unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    replace(&path, &limits("shadow", 2));
+    mode_becomes(&limiter, Mode::Shadow).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+}
+
+/// A limits file that is a symbolic link into another directory: a replacement of its
+/// target is seen.
+#[tokio::test]
+async fn a_link_to_a_file_elsewhere_is_followed() {
+    let config = tempfile::tempdir().expect("a temporary directory");
+    let app = tempfile::tempdir().expect("a temporary directory");
+    let target = config.path().join("limits.toml");
+    std::fs::write(&target, limits("enforce", 2)).unwrap();
+    let path = app.path().join("limits.toml");
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    let limiter = limiter_of(&path);
+    replace(&target, &limits("off", 2));
+    mode_becomes(&limiter, Mode::Off).await;
+}
+
+/// The API's entries win over the file's, an expired API override gives the key back to the
+/// file's, and `clear_mode` hands the mode back to the file.
+#[tokio::test]
+async fn the_apis_entries_win_over_the_files_until_they_expire_or_are_cleared() {
+    use ratelimit_runtime::testing::ManualClock;
+    use ratelimit_runtime::{Limits, Override, ScopeLimits};
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("limits.toml");
+    let file = format!(
+        "{}\n[scopes.\"file.login\".keys]\nmallory = {{ block = true }}\n",
+        limits("shadow", 2)
+    );
+    std::fs::write(&path, file).unwrap();
+    let clock = ManualClock::new(tests::at_secs(1_800_000_000.0));
+    let limiter = Limiter::builder()
+        .clock(clock.clone())
+        .limits_file(&path)
+        .build()
+        .expect("a limiter");
+    assert_eq!(limiter.mode(), Mode::Shadow);
+    let until = tests::at_secs(1_800_000_010.0);
+    limiter.set_limits(Limits::new().mode(Mode::Enforce).scope(
+        "file.login",
+        ScopeLimits::new().key("mallory", Override::exempt().until(until)),
+    ));
+    assert_eq!(limiter.mode(), Mode::Enforce, "the API's mode wins");
+    assert_eq!(admits(&limiter, "mallory", 5).await, 5, "exempt by the API");
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(
+        admits(&limiter, "mallory", 1).await,
+        0,
+        "blocked by the file again"
+    );
+    limiter.clear_mode();
+    assert_eq!(limiter.mode(), Mode::Shadow, "the file's mode again");
+}
