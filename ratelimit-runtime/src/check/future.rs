@@ -92,8 +92,13 @@ impl<'a> Checking<'a> {
         rate: Rate,
     ) -> Checking<'a> {
         Checking {
+            shared,
+            scope: Some(scope),
+            rate,
+            at: None,
+            stage: Stage::Key(key),
+            done: false,
             registered: true,
-            ..Checking::new(shared, Some(scope), key, rate, None)
         }
     }
 

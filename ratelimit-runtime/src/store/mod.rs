@@ -164,6 +164,17 @@
 //! In process there is nothing to lease: every check is already local, and a leased rate is
 //! checked as any other. `tests/tests/suite/leases.rs` and the fault checker (whose hot limits
 //! include leased ones) hold the store to these rules.
+//!
+//! # Limits that change (the registry)
+//!
+//! The registry (`registry/`) changes the rate a check is made against, never its key: a
+//! store sees a check of a log it already keeps, against another threshold or period, which
+//! the rules above answer as they answer any rate (a shortened period evicts, a lengthened
+//! one counts only what the log still holds; a counter's other period is another counter).
+//! So the bound a store keeps is the rate each check was made against: a window straddling a
+//! change holds at most the larger threshold. A check the registry answers (`off`, an exempt
+//! key, a blocked one) reaches no store and records nothing. `tests/tests/suite/registry.rs`
+//! holds the check path to this; the fault checker does not change limits yet.
 
 mod counter;
 pub(crate) mod memory;
