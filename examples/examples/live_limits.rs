@@ -1,7 +1,10 @@
 //! A limit changed while the program runs, by its limits file: `login` admits 2 calls a
-//! minute per user in code; the program writes a `limits.toml` raising it to 4 for one user,
-//! blocking another, and later turns the scope off, each change seen within moments as the
-//! file is replaced (as an editor or a ConfigMap update replaces it).
+//! minute per user in code; the program writes a `limits.toml` raising it to 5 for one user
+//! and blocking another, then makes a bad edit (rejected: the limits in force stay), then turns
+//! the scope off, each change seen within moments as the file is replaced (as an editor or a
+//! ConfigMap update replaces it). What the limiter logs (each change at info, a rejection at
+//! error) goes to a `tracing` subscriber, which this example does not install: it prints
+//! `Limiter::limits_rejected` instead.
 //!
 //! `cargo run -p examples --example live_limits --features limits-file`
 
@@ -67,10 +70,6 @@ mallory = { block = true }                 # blocked for a period at a time
     )
     .await;
 
-    replace(&path, "[scopes.login]\nmode = \"off\"\n")?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    round(&limiter, "after the file turned the scope off:").await;
-
     replace(&path, "[scopes.login]\nthreshold = 0\nperiod = \"1m\"\n")?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rejected = format!(
@@ -78,6 +77,10 @@ mallory = { block = true }                 # blocked for a period at a time
         limiter.limits_rejected()
     );
     round(&limiter, &rejected).await;
+
+    replace(&path, "[scopes.login]\nmode = \"off\"\n")?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    round(&limiter, "after the file turned the scope off:").await;
 
     std::fs::remove_dir_all(&dir)?;
     Ok(())

@@ -661,6 +661,13 @@ impl Limiter {
         self.shared.registry.set(Source::Api, limits);
     }
 
+    /// Changes the limits set through this API by `change`, one change at a time (no
+    /// concurrent change is lost between reading them and writing them back), as
+    /// [`set_limits`](Limiter::set_limits) sets them.
+    pub fn update_limits(&self, change: impl FnOnce(&mut Limits)) {
+        self.shared.registry.update(Source::Api, change);
+    }
+
     /// Sets the limiter's mode (the kill switch): [`Mode::Shadow`] lets every call through
     /// and reports what would have been denied, [`Mode::Off`] checks nothing, and
     /// [`Mode::Enforce`] leaves each scope its own mode. Kept among the

@@ -38,7 +38,7 @@ fn changes_are_logged_at_info_without_keys() {
         "{lines:#?}"
     );
     assert!(
-        logged(&["key overrides changed", "scope=\"login\"", "to=1"]),
+        logged(&["overrides in force changed", "scope=\"login\"", "to=1"]),
         "{lines:#?}"
     );
     assert!(logged(&["limiter's mode changed", "off"]), "{lines:#?}");

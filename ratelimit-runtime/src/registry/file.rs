@@ -29,10 +29,10 @@ struct File {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScopeEntry {
-    threshold: Option<u64>,
-    period: Option<toml::Value>,
-    algorithm: Option<String>,
-    mode: Option<String>,
+    threshold: Option<Spanned<u64>>,
+    period: Option<Spanned<toml::Value>>,
+    algorithm: Option<Spanned<String>>,
+    mode: Option<Spanned<String>>,
     #[serde(default)]
     /// Read as values first: a key with dots left unquoted is a nested table, whose parts a
     /// deserializer's message would quote (a caller's key may be a user identifier).
@@ -85,22 +85,39 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
         );
     }
     for (scope, entry) in &file.scopes {
-        let where_ = at(entry.span().start);
+        let header = entry.span().start;
         let entry = entry.get_ref();
         let mut scoped = ScopeLimits::new();
-        let named = |e: String| format!("{where_}: scope \"{}\": {e}", scope.escape_debug());
+        // Named at the line of the field at fault (the first of the rate's), else the header's.
+        let named = |offset: usize, e: String| {
+            format!("{}: scope \"{}\": {e}", at(offset), scope.escape_debug())
+        };
+        let rate_line = [
+            entry.threshold.as_ref().map(|field| field.span().start),
+            entry.period.as_ref().map(|field| field.span().start),
+            entry.algorithm.as_ref().map(|field| field.span().start),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(header);
         if let Some((rate, code_algorithm)) = rate_of(
-            entry.threshold,
-            entry.period.as_ref(),
-            entry.algorithm.as_deref(),
+            entry.threshold.as_ref().map(|field| *field.get_ref()),
+            entry.period.as_ref().map(Spanned::get_ref),
+            entry
+                .algorithm
+                .as_ref()
+                .map(|field| field.get_ref().as_str()),
         )
-        .map_err(named)?
+        .map_err(|e| named(rate_line, e))?
         {
             scoped.rate = Some(rate);
             scoped.code_algorithm = code_algorithm;
         }
         if let Some(mode) = &entry.mode {
-            scoped.mode = Some(mode_of(mode).map_err(|e| named(format!("mode: {e}")))?);
+            let parsed = mode_of(mode.get_ref())
+                .map_err(|e| named(mode.span().start, format!("mode: {e}")))?;
+            scoped.mode = Some(parsed);
         }
         for (key, over) in &entry.keys {
             let where_ = at(over.span().start);
@@ -373,6 +390,13 @@ pub(crate) fn watch(
         directories.push(directory_of(&target));
     }
     for directory in &directories {
+        if !directory.is_dir() {
+            return Err(format!(
+                "{}: cannot read the limits file: its directory {} does not exist",
+                path.display(),
+                directory.display()
+            ));
+        }
         watcher
             .watch(directory, notify::RecursiveMode::NonRecursive)
             .map_err(|error| {
@@ -528,19 +552,19 @@ mode = "off"
         let cases: &[(&str, &str)] = &[
             (
                 "[scopes.a]\nthreshold = 0\nperiod = \"1m\"\n",
-                "limits.toml:1: scope \"a\": threshold 0",
+                "limits.toml:2: scope \"a\": threshold 0",
             ),
             (
                 "[scopes.a]\nthreshold = 1\nperiod = \"soon\"\n",
-                "limits.toml:1: scope \"a\": period \"soon\" is not a duration",
+                "limits.toml:2: scope \"a\": period \"soon\" is not a duration",
             ),
             (
                 "[scopes.a]\nthreshold = 1\n",
-                "limits.toml:1: scope \"a\": a rate needs both",
+                "limits.toml:2: scope \"a\": a rate needs both",
             ),
             (
                 "[scopes.a]\nmode = \"of\"\n",
-                "limits.toml:1: scope \"a\": mode: `of` is not a mode",
+                "limits.toml:2: scope \"a\": mode: `of` is not a mode",
             ),
             (
                 "\n[scopes.a]\nlimit = 3\n",

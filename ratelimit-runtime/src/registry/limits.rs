@@ -174,6 +174,11 @@ impl ScopeLimits {
         self.mode
     }
 
+    /// Removes the override of `key`, if any.
+    pub fn remove_key(&mut self, key: &str) -> Option<Override> {
+        self.overrides.remove(key)
+    }
+
     /// The overrides, by key.
     pub fn overrides(&self) -> impl Iterator<Item = (&str, &Override)> {
         self.overrides
@@ -218,6 +223,16 @@ impl Limits {
     #[must_use]
     pub fn get_mode(&self) -> Option<Mode> {
         self.mode
+    }
+
+    /// The entry of `scope` to change in place, if any.
+    pub fn get_scope_mut(&mut self, scope: &str) -> Option<&mut ScopeLimits> {
+        self.scopes.get_mut(scope)
+    }
+
+    /// Removes the entry of `scope`, if any.
+    pub fn remove_scope(&mut self, scope: &str) -> Option<ScopeLimits> {
+        self.scopes.remove(scope)
     }
 
     /// The entry of `scope`, if any.

@@ -555,7 +555,7 @@ fn report(source: Source, old_mode: Mode, mode: Mode, old: &Snapshot, new: &Snap
                 scope,
                 from = before.overrides.len(),
                 to = after.overrides.len(),
-                "a rate limit's key overrides changed"
+                "the keys with overrides in force changed (counted across every source)"
             );
             tracing::debug!(source, scope, overrides = ?after.overrides, "the key overrides now in force");
         }

@@ -196,7 +196,8 @@ fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
 
     std::fs::write(&path, "[scopes.a]\nthreshold = 1\nperiod = \"1h\"\n\n[scopes.b]\nthreshold = 0\nperiod = \"1h\"\n").unwrap();
     let error = Limiter::builder().limits_file(&path).build().unwrap_err();
-    let expected = format!("{}:5: scope \"b\": threshold 0", path.display());
+    // The line of the field at fault.
+    let expected = format!("{}:6: scope \"b\": threshold 0", path.display());
     assert!(error.to_string().contains(&expected), "{error}");
 }
 
