@@ -104,6 +104,13 @@ impl Decision {
         matches!(self.answer, Answer::Exempt)
     }
 
+    /// The denial of a blocked key (the registry's [`Override::block`](crate::Override::block)):
+    /// nothing left of `rate`, for `retry_after` (the block's end, or a period).
+    #[must_use]
+    pub(crate) const fn blocked(rate: crate::rate::Rate, retry_after: Duration) -> Decision {
+        Decision::denied(rate.threshold(), retry_after, retry_after)
+    }
+
     /// `true` when the call was admitted.
     #[must_use]
     pub const fn is_allowed(&self) -> bool {

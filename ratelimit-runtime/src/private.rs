@@ -407,6 +407,15 @@ impl Part {
         }
     }
 
+    /// The denial of a call this part decided: its scope, the caller's key, `decisions`.
+    fn denied(&self, decisions: Decisions) -> RateLimitError {
+        let key = self
+            .caller_key
+            .clone()
+            .map(|range| unescape(&self.key[range]).into_owned());
+        RateLimitError::Denied(Box::new(Denied::of_several(self.scope, key, decisions)))
+    }
+
     /// The limit of this part, as a refund takes it.
     fn limit_ref(&self) -> LimitRef<'_> {
         LimitRef {
@@ -598,12 +607,7 @@ async fn admit(
         };
         if !decisions.allowed {
             let part = &stack.parts[enforced[decisions.deciding_index()]];
-            let key = part
-                .caller_key
-                .clone()
-                .map(|range| unescape(&part.key[range]).into_owned());
-            let denied = Denied::of_several(part.scope, key, decisions);
-            return Err(RateLimitError::Denied(Box::new(denied)));
+            return Err(part.denied(decisions));
         }
         checks.push((enforced, records));
         decisions
@@ -674,12 +678,7 @@ fn resolve(
             LimitResolved::Deny(rate, decision) => {
                 let label = part.label.map(Cow::Borrowed);
                 let decisions = Decisions::new(std::iter::once((label, rate, decision)));
-                let key = part
-                    .caller_key
-                    .clone()
-                    .map(|range| unescape(&part.key[range]).into_owned());
-                let denied = Denied::of_several(part.scope, key, decisions);
-                return Err(RateLimitError::Denied(Box::new(denied)));
+                return Err(part.denied(decisions));
             }
         }
     }
