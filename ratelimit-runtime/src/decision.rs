@@ -105,10 +105,10 @@ impl Decision {
     }
 
     /// The denial of a blocked key (the registry's [`Override::block`](crate::Override::block)):
-    /// nothing left of `rate`, for `retry_after` (the block's end, or a period).
+    /// nothing left of `limit`, for `retry_after` (the block's end, or a period).
     #[must_use]
-    pub(crate) const fn blocked(rate: crate::rate::Rate, retry_after: Duration) -> Decision {
-        Decision::denied(rate.threshold(), retry_after, retry_after)
+    pub(crate) const fn blocked(limit: u64, retry_after: Duration) -> Decision {
+        Decision::denied(limit, retry_after, retry_after)
     }
 
     /// `true` when the call was admitted.

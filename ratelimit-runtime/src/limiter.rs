@@ -570,7 +570,7 @@ impl Limiter {
                 retry_after,
                 shadow,
             } => {
-                let decision = Decision::blocked(rate, retry_after);
+                let decision = Decision::blocked(rate.threshold(), retry_after);
                 if shadow {
                     crate::telemetry::shadow_denied(Some(scope), &key);
                     (decided(key, rate, decision.in_shadow()), true)
@@ -617,7 +617,7 @@ impl Limiter {
         });
         match blocked {
             Some(retry_after) => {
-                let decision = Decision::blocked(rate, retry_after);
+                let decision = Decision::blocked(rate.threshold(), retry_after);
                 if shadow || in_shadow {
                     LimitResolved::WouldDeny
                 } else {
@@ -796,7 +796,7 @@ impl<'a> Scoped<'a> {
                 retry_after,
                 shadow,
             } => {
-                let decision = Decision::blocked(rate, retry_after);
+                let decision = Decision::blocked(rate.threshold(), retry_after);
                 Ok(if shadow {
                     decision.in_shadow()
                 } else {

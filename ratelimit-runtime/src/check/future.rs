@@ -189,7 +189,7 @@ impl Checking<'_> {
             } => {
                 self.rate = rate;
                 self.done = true;
-                let decision = Decision::blocked(rate, retry_after);
+                let decision = Decision::blocked(rate.threshold(), retry_after);
                 Some(Some(Ok(if shadow {
                     telemetry::shadow_denied(Some(scope), key);
                     decision.in_shadow()
