@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use futures_util::future::Either;
 
-use crate::check::{Checking, DenyCache, Records, Shared};
+use crate::check::{Checking, DenyCache, Records, Registered, Shared};
 use crate::decision::Decision;
 use crate::decisions::Decisions;
 use crate::error::RateLimitError;
@@ -118,15 +118,6 @@ impl Limiter {
     #[cfg(any(test, feature = "limits-file"))]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
-    }
-
-    /// The time now by the limiter's clock (µs since the Unix epoch): its manual clock's, or
-    /// the wall clock (a Redis check's own time is the server's; an override's expiry is
-    /// read here).
-    pub(crate) fn now_us(&self) -> u64 {
-        self.shared
-            .time_of(None)
-            .unwrap_or_else(crate::clock::now_us)
     }
 
     /// A limiter whose every check fails with `reason`, as [`RateLimitError::InvalidConfig`]
@@ -541,45 +532,25 @@ impl Limiter {
             rate,
             per_call,
             || caller(&key),
-            || self.now_us(),
+            || self.shared.now_us(),
         );
-        let decided = |key: Key<'a>, rate, decision| {
-            let leg = std::future::ready((Ok(decision), key));
-            Checking::leg(&self.shared, Some(scope), rate, leg)
-        };
-        match resolved {
-            Resolved::Check {
-                rate,
-                shadow: false,
-            } => (self.checking(scope, key, rate), false),
-            // The limiter's own modes: the check path's (no allocation).
-            Resolved::Check { rate, shadow: true } if self.is_shadow() => {
-                (self.checking(scope, key, rate), true)
-            }
-            Resolved::Exempt if self.shared.off() => (self.checking(scope, key, rate), false),
-            Resolved::Check { rate, shadow: true } => {
+        let trial = matches!(resolved, Resolved::Check { shadow: true, .. })
+            || matches!(resolved, Resolved::Blocked { shadow: true, .. });
+        let checking = match self.shared.registered(Some(scope), &key, rate, resolved) {
+            Registered::Check(rate) => self.checking(scope, key, rate),
+            Registered::Shadow(rate) => {
                 let leg = async move {
                     let answer = self.checking_in_shadow(Some(scope), &key, rate).await;
                     (answer, key)
                 };
-                (Checking::leg(&self.shared, Some(scope), rate, leg), true)
+                Checking::leg(&self.shared, Some(scope), rate, leg)
             }
-            Resolved::Exempt => (decided(key, rate, Decision::exempt()), false),
-            Resolved::Blocked {
-                rate,
-                retry_after,
-                shadow,
-            } => {
-                let decision = Decision::blocked(rate.threshold(), retry_after);
-                if shadow {
-                    crate::telemetry::shadow_denied(Some(scope), &key);
-                    (decided(key, rate, decision.in_shadow()), true)
-                } else {
-                    crate::telemetry::blocked(scope);
-                    (decided(key, rate, decision), false)
-                }
+            Registered::Decided(rate, decision) => {
+                let leg = std::future::ready((Ok(decision), key));
+                Checking::leg(&self.shared, Some(scope), rate, leg)
             }
-        }
+        };
+        (checking, trial)
     }
 
     /// The limits in force now, one version of them, which every limit of a composite check
@@ -600,7 +571,7 @@ impl Limiter {
         (rate, per_call, cost, shadow): (Rate, bool, u64, bool),
         caller: impl FnOnce() -> Option<Cow<'k, str>>,
     ) -> LimitResolved {
-        let resolved = view.resolve(address, rate, per_call, caller, || self.now_us());
+        let resolved = view.resolve(address, rate, per_call, caller, || self.shared.now_us());
         let code = rate;
         let (rate, in_shadow, blocked) = match resolved {
             Resolved::Exempt => return LimitResolved::Skip,
@@ -775,34 +746,13 @@ impl<'a> Scoped<'a> {
             rate,
             false,
             || Some(Cow::Borrowed(key)),
-            || self.limiter.now_us(),
+            || shared.now_us(),
         );
-        match resolved {
-            Resolved::Check {
-                rate,
-                shadow: false,
-            } => self.limiter.check(key, rate).await,
-            // The limiter's own shadow mode: the check path's.
-            Resolved::Check { rate, shadow: true } if self.limiter.is_shadow() => {
-                self.limiter.check(key, rate).await
-            }
-            // A key given by hand: no scope, so that it is not taken for an escaped one.
-            Resolved::Check { rate, shadow: true } => {
-                self.limiter.checking_in_shadow(None, key, rate).await
-            }
-            Resolved::Exempt => Ok(Decision::exempt()),
-            Resolved::Blocked {
-                rate,
-                retry_after,
-                shadow,
-            } => {
-                let decision = Decision::blocked(rate.threshold(), retry_after);
-                Ok(if shadow {
-                    decision.in_shadow()
-                } else {
-                    decision
-                })
-            }
+        // A key given by hand: no scope, so that it is not taken for an escaped one.
+        match shared.registered(None, key, rate, resolved) {
+            Registered::Check(rate) => self.limiter.check(key, rate).await,
+            Registered::Shadow(rate) => shared.check_in_shadow(None, key, rate).await,
+            Registered::Decided(_, decision) => Ok(decision),
         }
     }
 

@@ -13,9 +13,22 @@ use crate::error::{RateLimitError, StoreError};
 use crate::limit::LimitRef;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
+use crate::registry::Resolved;
 use crate::store::Access;
 use crate::store::memory::Verdict;
 use crate::telemetry::{self, Timer};
+
+/// What a check of one limit does once the registry was asked (see [`Shared::registered`]).
+pub(crate) enum Registered {
+    /// The check the check path makes, against this rate (the limiter's own shadow mode or
+    /// `off` included: the check path answers those).
+    Check(Rate),
+    /// A check in shadow mode (a scope's or a key's), against this rate: by
+    /// [`Shared::check_in_shadow`].
+    Shadow(Rate),
+    /// Decided without a check (an exempt key, a scope off, a blocked key), against this rate.
+    Decided(Rate, Decision),
+}
 
 /// What comes next for a check.
 pub(super) enum Next {
@@ -226,6 +239,45 @@ impl Shared {
 }
 
 impl Shared {
+    /// What a check of one limit of `key` against `rate` does, the registry having answered
+    /// `resolved`: `scope` the attribute's or the layer's, whose blocked calls are reported
+    /// (`None`: a check by hand, which has no events).
+    pub(crate) fn registered(
+        &self,
+        scope: Option<&str>,
+        key: &str,
+        rate: Rate,
+        resolved: Resolved,
+    ) -> Registered {
+        match resolved {
+            // The limiter's own modes: the check path's (no allocation).
+            Resolved::Check { rate, shadow } if !shadow || self.shadow() => Registered::Check(rate),
+            Resolved::Exempt if self.off() => Registered::Check(rate),
+            Resolved::Check { rate, .. } => Registered::Shadow(rate),
+            Resolved::Exempt => Registered::Decided(rate, Decision::exempt()),
+            Resolved::Blocked {
+                rate,
+                retry_after,
+                shadow,
+            } => {
+                let decision = Decision::blocked(rate.threshold(), retry_after);
+                if let Some(scope) = scope {
+                    if shadow {
+                        telemetry::shadow_denied(Some(scope), key);
+                    } else {
+                        telemetry::blocked(scope);
+                    }
+                }
+                let decision = if shadow {
+                    decision.in_shadow()
+                } else {
+                    decision
+                };
+                Registered::Decided(rate, decision)
+            }
+        }
+    }
+
     /// A check's answer that did not come from the in-process store, as its caller gets it and
     /// reported (see [`telemetry::answered`]): in shadow mode, a denial of `key` is reported as
     /// such and becomes an admission that would have been denied.

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use tracing::Instrument as _;
 
-use super::answer::Next;
+use super::answer::{Next, Registered};
 use super::shared::Shared;
 use crate::clock;
 use crate::decision::Decision;
@@ -23,7 +23,6 @@ use crate::error::RateLimitError;
 use crate::key::Key;
 use crate::limit::LimitRef;
 use crate::rate::Rate;
-use crate::registry::Resolved;
 use crate::telemetry;
 
 /// The remote leg of a check: its answer, and the key back.
@@ -157,16 +156,14 @@ impl Checking<'_> {
             self.rate,
             false,
             || crate::layout::unscoped(scope, key),
-            || shared.time_of(None).unwrap_or_else(clock::now_us),
+            || shared.now_us(),
         );
-        match resolved {
-            // The limiter's own modes: the check path's.
-            Resolved::Check { rate, shadow } if !shadow || shared.shadow() => {
+        match shared.registered(Some(scope), key, self.rate, resolved) {
+            Registered::Check(rate) => {
                 self.rate = rate;
                 None
             }
-            Resolved::Exempt if shared.off() => None,
-            Resolved::Check { rate, .. } => {
+            Registered::Shadow(rate) => {
                 self.rate = rate;
                 let Stage::Key(key) = std::mem::replace(&mut self.stage, Stage::Taken) else {
                     unreachable!("matched above")
@@ -178,25 +175,10 @@ impl Checking<'_> {
                 }));
                 Some(None)
             }
-            Resolved::Exempt => {
-                self.done = true;
-                Some(Some(Ok(Decision::exempt())))
-            }
-            Resolved::Blocked {
-                rate,
-                retry_after,
-                shadow,
-            } => {
+            Registered::Decided(rate, decision) => {
                 self.rate = rate;
                 self.done = true;
-                let decision = Decision::blocked(rate.threshold(), retry_after);
-                Some(Some(Ok(if shadow {
-                    telemetry::shadow_denied(Some(scope), key);
-                    decision.in_shadow()
-                } else {
-                    telemetry::blocked(scope);
-                    decision
-                })))
+                Some(Some(Ok(decision)))
             }
         }
     }

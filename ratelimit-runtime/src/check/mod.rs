@@ -39,6 +39,7 @@ mod permit;
 mod remote;
 mod shared;
 
+pub(crate) use self::answer::Registered;
 pub(crate) use self::deny_cache::DenyCache;
 pub(crate) use self::future::Checking;
 pub(crate) use self::permit::Records;

@@ -103,6 +103,13 @@ impl Shared {
         }
     }
 
+    /// The time now by the limiter's clock (µs since the Unix epoch): its manual clock's, or
+    /// the wall clock (a Redis check's own time is the server's; a registry override's expiry
+    /// is read here).
+    pub(crate) fn now_us(&self) -> u64 {
+        self.time_of(None).unwrap_or_else(crate::clock::now_us)
+    }
+
     /// Drops the deny cache's entries of `keys`, once their windows changed (a reset, a
     /// refund).
     pub(crate) fn forget_denials<'k>(&self, keys: impl IntoIterator<Item = &'k str>) {
