@@ -120,6 +120,7 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
     let (braces, body) = braces_and_body(&body);
     let rate = rate(&krate, &args.rate);
     let scope = scope(&krate, args.name.as_ref());
+    let declared = declare(&krate, limits, sig.ident.span());
     let key = match &args.key {
         Some(expr) => {
             let borrow = borrow(expr);
@@ -152,6 +153,7 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
             let fn_body = braces(quote! {
                 {
                     fn #local() {}
+                    #declared
                     let #local: &'static ::core::primitive::str = #scope;
                     let #local = (#local, #key);
                     if let ::core::result::Result::Err(#local) =
@@ -201,6 +203,7 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
                 ::std::boxed::Box::pin(#krate::__private::guarded(
                     {
                         fn #local() {}
+                        #declared
                         let #local: &'static ::core::primitive::str = #scope;
                         let #local = (
                             #local,
@@ -362,8 +365,10 @@ fn expand_composite(
         .iter()
         .enumerate()
         .map(|(i, args)| push(&krate, &local, args, i, stacked.then_some(i + 1)));
+    let declared = declare(&krate, limits, sig.ident.span());
     let stack = quote! {
         fn #local() {}
+        #declared
         let #local: &'static ::core::primitive::str = #scope;
         let mut #local = #krate::__private::Stack::new(#local, #layout, #capacity);
         #(#pushes)*
@@ -716,6 +721,87 @@ fn rate(krate: &TokenStream, rate: &RateArg) -> TokenStream {
     }
 }
 
+/// The declarations of a function's limits in the catalog of the code's limits
+/// (`declared_limits`), gathered before `main` runs: one `inventory::submit!` per limit, after
+/// the guard block's `fn __ratelimit() {}`, whose path a function of its own works out as the
+/// checks do. Nothing of it runs on a call.
+///
+/// ```text
+/// ::ratelimit_runtime::__private::inventory::submit! {
+///     ::ratelimit_runtime::__private::Declaration {
+///         name: ::core::option::Option::None, // or `Some("login")`
+///         function: {
+///             fn __ratelimit_scope() -> &'static ::core::primitive::str {
+///                 ::ratelimit_runtime::__private::scope_from_item_path(
+///                     ::ratelimit_runtime::__private::type_name_of(&__ratelimit),
+///                 )
+///             }
+///             __ratelimit_scope
+///         },
+///         position: ::core::option::Option::None, // `Some(2)`: stacked, unnamed
+///         rate: ::core::option::Option::Some(const { .. }), // `None`: `rate = expr`
+///         cost: ::core::option::Option::Some(1), // `None`: `cost = expr`
+///         file: ::core::file!(), // spanned at the function's name
+///         line: ::core::line!(),
+///     }
+/// }
+/// ```
+fn declare(krate: &TokenStream, limits: &Limits, at: Span) -> TokenStream {
+    let site = Span::mixed_site();
+    let local = Ident::new(args::RESERVED, site);
+    let function = Ident::new("__ratelimit_scope", site);
+    let stacked = limits.limits.len() > 1;
+    let option = |value: Option<TokenStream>| match value {
+        Some(value) => quote! { ::core::option::Option::Some(#value) },
+        None => quote! { ::core::option::Option::None },
+    };
+    let file = quote_spanned! {at=> ::core::file!() };
+    let line = quote_spanned! {at=> ::core::line!() };
+    limits
+        .limits
+        .iter()
+        .enumerate()
+        .map(|(i, args)| {
+            let name = option(args.name.as_ref().map(ToTokens::to_token_stream));
+            let position = option(
+                stacked
+                    .then_some(i + 1)
+                    .filter(|_| args.name.is_none())
+                    .map(|position| Literal::usize_unsuffixed(position).to_token_stream()),
+            );
+            let rate =
+                option(matches!(args.rate, RateArg::Fixed { .. }).then(|| rate(krate, &args.rate)));
+            let cost = option(match &args.cost {
+                None => Some(quote! { 1 }),
+                Some(CostArg::Literal(cost)) => {
+                    Some(Literal::u64_unsuffixed(*cost).to_token_stream())
+                }
+                Some(CostArg::Expr(_)) => None,
+            });
+            quote! {
+                #krate::__private::inventory::submit! {
+                    #krate::__private::Declaration {
+                        name: #name,
+                        function: {
+                            fn #function() -> &'static ::core::primitive::str {
+                                #krate::__private::scope_from_item_path(
+                                    #krate::__private::type_name_of(&#local),
+                                )
+                            }
+                            #function
+                        },
+                        position: #position,
+                        rate: #rate,
+                        cost: #cost,
+                        file: #file,
+                        line: #line,
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
 /// The scope: the `name`, or the function's path, worked out once per function, on its first
 /// call (a static of the block).
 fn scope(krate: &TokenStream, name: Option<&syn::LitStr>) -> TokenStream {
@@ -858,9 +944,19 @@ mod tests {
             output.contains("return :: ratelimit_runtime :: __private :: denied (__ratelimit)")
         );
         // One name for every generated local, first declared as a function so that no user
-        // item of that name can turn a `let` into a constant pattern.
+        // item of that name can turn a `let` into a constant pattern; the limit declared in
+        // the catalog between the two.
         assert!(
-            output.contains("{ { fn __ratelimit () { } let __ratelimit : & 'static :: core :: primitive :: str ="),
+            output.contains(
+                "{ { fn __ratelimit () { } :: ratelimit_runtime :: __private :: inventory :: submit ! \
+                 { :: ratelimit_runtime :: __private :: Declaration {"
+            ),
+            "{output}"
+        );
+        assert!(
+            output.contains(
+                "line : :: core :: line ! () , } } let __ratelimit : & 'static :: core :: primitive :: str ="
+            ),
             "{output}"
         );
         assert_eq!(
@@ -890,7 +986,12 @@ mod tests {
             ),
             "{output}"
         );
-        assert!(!output.contains("type_name_of"), "{output}");
+        // The function's path only in the catalog's declaration (which names the `name`).
+        assert_eq!(output.matches("type_name_of").count(), 1, "{output}");
+        assert!(
+            output.contains("Declaration { name : :: core :: option :: Option :: Some (\"login\")"),
+            "{output}"
+        );
         assert!(
             output.contains("my :: rt :: __private :: check (& L ,"),
             "{output}"

@@ -115,7 +115,7 @@ pub use limiter::{Limiter, Scoped};
 pub use permit::Permit;
 pub use policy::FailurePolicy;
 pub use rate::{Algorithm, Rate};
-pub use registry::{Action, Limits, Mode, Override, ScopeLimits};
+pub use registry::{Action, DeclaredLimit, Limits, Mode, Override, ScopeLimits, declared_limits};
 pub use returns::{FromRateLimitError, LimitedResult};
 
 #[cfg(feature = "axum")]

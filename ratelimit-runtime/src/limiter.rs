@@ -109,9 +109,14 @@ impl Limiter {
 
     /// The limiter whose clones share `shared`.
     pub(crate) fn from_shared(shared: Shared) -> Limiter {
-        Limiter {
-            shared: Arc::new(shared),
-        }
+        let shared = Arc::new(shared);
+        let weak = Arc::downgrade(&shared);
+        shared.registry.on_applied(Box::new(move || {
+            if let Some(shared) = weak.upgrade() {
+                shared.limits_changed();
+            }
+        }));
+        Limiter { shared }
     }
 
     /// The state its clones share (the registry's, for the limits file's watcher).
@@ -628,15 +633,33 @@ impl Limiter {
     /// limiter's mode, addressed by the scope a denial names. In force for every check that
     /// starts once this returns, on every clone of the limiter; logged (info, keys at debug
     /// only) and counted. See [`guide::operating`](crate::guide::operating).
-    pub fn set_limits(&self, limits: Limits) {
-        self.shared.registry.set(Source::Api, limits);
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidConfig`], nothing changed, when an entry contradicts the
+    /// code's limits ([`declared_limits`](crate::declared_limits)): a scope's rate over a limit
+    /// that chooses its rate per call (`rate = expr`), or a threshold below the `cost` a limit
+    /// of its scope writes. The message names the scope and the attribute's file and line,
+    /// never a key.
+    pub fn set_limits(&self, limits: Limits) -> Result<(), RateLimitError> {
+        self.shared
+            .registry
+            .set(Source::Api, limits)
+            .map_err(|reason| RateLimitError::InvalidConfig(reason.into()))
     }
 
     /// Changes the limits set through this API by `change`, one change at a time (no
     /// concurrent change is lost between reading them and writing them back), as
     /// [`set_limits`](Limiter::set_limits) sets them.
-    pub fn update_limits(&self, change: impl FnOnce(&mut Limits)) {
-        self.shared.registry.update(Source::Api, change);
+    ///
+    /// # Errors
+    ///
+    /// As [`set_limits`](Limiter::set_limits)': the changed limits are rejected whole.
+    pub fn update_limits(&self, change: impl FnOnce(&mut Limits)) -> Result<(), RateLimitError> {
+        self.shared
+            .registry
+            .update(Source::Api, change)
+            .map_err(|reason| RateLimitError::InvalidConfig(reason.into()))
     }
 
     /// Sets the limiter's mode (the kill switch): [`Mode::Shadow`] lets every call through
@@ -644,9 +667,7 @@ impl Limiter {
     /// [`Mode::Enforce`] leaves each scope its own mode. Kept among the
     /// [`limits`](Limiter::limits) of this API.
     pub fn set_mode(&self, mode: Mode) {
-        self.shared
-            .registry
-            .update(Source::Api, |limits| limits.mode = Some(mode));
+        self.shared.registry.set_mode(Source::Api, Some(mode));
     }
 
     /// Forgets the mode set through this API ([`set_mode`](Limiter::set_mode), or
@@ -654,9 +675,7 @@ impl Limiter {
     /// the one the limiter was built with. The end of an incident handled with
     /// `set_mode(Mode::Off)`, where `set_mode(Mode::Enforce)` would keep overriding the file.
     pub fn clear_mode(&self) {
-        self.shared
-            .registry
-            .update(Source::Api, |limits| limits.mode = None);
+        self.shared.registry.set_mode(Source::Api, None);
     }
 
     /// How many changes of the limits file were rejected since the limiter was built (each

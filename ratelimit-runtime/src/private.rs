@@ -22,7 +22,9 @@ use crate::rate::Rate;
 use crate::returns::{FromRateLimitError, LimitedResult};
 
 pub use crate::global::global;
+pub use crate::registry::catalog::Declaration;
 pub use core::time::Duration;
+pub use inventory;
 
 /// The scope of a function from the type name of an item declared in its body, such as
 /// `app::Greeter::hello::{{closure}}::__scope`: that path without the item and the closures,

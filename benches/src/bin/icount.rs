@@ -87,14 +87,18 @@ fn main() {
         "admit" => (0..checks).filter(|_| check(admit)).count(),
         "attribute" => (0..checks).filter(|_| ready(annotated()).is_ok()).count(),
         "attribute-entries" => {
-            LIMITER.set_limits(other_scopes(Limits::new()));
+            LIMITER
+                .set_limits(other_scopes(Limits::new()))
+                .expect("limits accepted");
             (0..checks).filter(|_| ready(annotated()).is_ok()).count()
         }
         "keyed" => (0..checks)
             .filter(|_| ready(keyed(black_box("key-5000"))).is_ok())
             .count(),
         "keyed-overrides" => {
-            LIMITER.set_limits(overrides(other_scopes(Limits::new())));
+            LIMITER
+                .set_limits(overrides(other_scopes(Limits::new())))
+                .expect("limits accepted");
             (0..checks)
                 .filter(|_| ready(keyed(black_box("key-5000"))).is_ok())
                 .count()

@@ -8,6 +8,18 @@ where
 {
     {
         fn __ratelimit() {}
+        ::ratelimit_runtime::__private::inventory::submit! {
+            ::ratelimit_runtime::__private::Declaration { name :
+            ::core::option::Option::None, function : { fn __ratelimit_scope() -> &
+            'static ::core::primitive::str {
+            ::ratelimit_runtime::__private::scope_from_item_path(::ratelimit_runtime::__private::type_name_of(&
+            __ratelimit),) } __ratelimit_scope }, position :
+            ::core::option::Option::None, rate : ::core::option::Option::Some(const {
+            ::ratelimit_runtime::Rate::new_const(100,
+            ::ratelimit_runtime::__private::Duration::from_micros(120000000),) }), cost :
+            ::core::option::Option::Some(1), file : ::core::file!(), line :
+            ::core::line!(), }
+        }
         let __ratelimit: &'static ::core::primitive::str = {
             static __RATELIMIT_SCOPE: ::ratelimit_runtime::__private::Scope = ::ratelimit_runtime::__private::Scope::new();
             __RATELIMIT_SCOPE.of(&__ratelimit)

@@ -4,6 +4,18 @@
 async fn login(user_id: u64, password: String) -> Result<Session, AppError> {
     {
         fn __ratelimit() {}
+        ::ratelimit_runtime::__private::inventory::submit! {
+            ::ratelimit_runtime::__private::Declaration { name :
+            ::core::option::Option::Some("login"), function : { fn __ratelimit_scope() ->
+            & 'static ::core::primitive::str {
+            ::ratelimit_runtime::__private::scope_from_item_path(::ratelimit_runtime::__private::type_name_of(&
+            __ratelimit),) } __ratelimit_scope }, position :
+            ::core::option::Option::None, rate : ::core::option::Option::Some(const {
+            ::ratelimit_runtime::Rate::new_const(5,
+            ::ratelimit_runtime::__private::Duration::from_micros(60000000),) }), cost :
+            ::core::option::Option::Some(1), file : ::core::file!(), line :
+            ::core::line!(), }
+        }
         let __ratelimit: &'static ::core::primitive::str = ::ratelimit_runtime::__private::named_scope(
             &__ratelimit,
             "login",

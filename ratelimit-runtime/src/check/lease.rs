@@ -373,6 +373,18 @@ impl Leases {
         }
     }
 
+    /// Ends every lease now (the limits changed): nothing more of a reserve is spent, and
+    /// what is left is given back as for a lease that ended (by its timer, or by the next
+    /// check of its key and rate); the remembered denials are dropped.
+    pub(crate) fn end_all(&self) {
+        let now = Instant::now();
+        let mut table = self.lock();
+        for (_, entry) in &mut table.leases {
+            entry.state.ends = entry.state.ends.min(now);
+            entry.state.denied = None;
+        }
+    }
+
     /// `limit`'s lease, made when it has none.
     pub(super) fn lease(&self, limit: LimitRef<'_>) -> Lease {
         let mut table = self.lock();

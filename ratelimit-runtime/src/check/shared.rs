@@ -70,6 +70,21 @@ impl Shared {
         }
     }
 
+    /// Ends what checks kept under the limits before a change of the registry: every lease
+    /// (nothing more is spent from its reserve, which is given back when its timer or its next
+    /// check finds it ended, within one lease's length) and every denial the deny cache or a
+    /// lease remembers. All of them, not the changed scopes' only: a key names its scope in
+    /// several forms, changes are rare, and a hot key's lease is renewed within a second
+    /// anyway. Both were made under one rate, which a check against another never uses: this
+    /// keeps them from holding admissions back, or from answering again should the rate
+    /// come back.
+    pub(crate) fn limits_changed(&self) {
+        if let Some(cache) = &self.deny_cache {
+            cache.clear();
+        }
+        self.leases.end_all();
+    }
+
     /// Whether the limiter is in shadow mode now.
     #[inline]
     pub(crate) fn shadow(&self) -> bool {

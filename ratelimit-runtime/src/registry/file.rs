@@ -13,6 +13,7 @@ use notify::Watcher as _;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::catalog;
 use super::limits::{Limits, Mode, Override, ScopeLimits};
 use crate::rate::{Algorithm, Rate};
 
@@ -61,8 +62,9 @@ struct KeyEntry {
 /// field, a threshold of 0 or above `2^32 - 1`, a period that is not a duration (`"90s"`,
 /// `"1m"`, `"1500ms"`, or whole seconds) within `1 ms..=100 years`, an unknown algorithm or
 /// mode, an expiry that is not a date-time with an offset, an override that is not exactly one
-/// of a rate, `block` or `exempt`, a rate without both `threshold` and `period`. A key is never
-/// quoted (keys may be user identifiers): its line names it.
+/// of a rate, `block` or `exempt`, a rate without both `threshold` and `period`; and what the
+/// code's limits reject (a rate over a limit that chooses its rate per call, a threshold below a
+/// cost the code writes: `catalog.rs`). A key is never quoted (keys may be user identifiers): its line names it.
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
     let at = |offset: usize| format!("{}:{}", path.display(), line_of(text, offset));
     let file: File = toml::from_str(text).map_err(|error| {
@@ -111,6 +113,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
         )
         .map_err(|e| named(rate_line, e))?
         {
+            catalog::judge_scope_rate(scope, rate).map_err(|e| named(rate_line, e))?;
             scoped.rate = Some(rate);
             scoped.code_algorithm = code_algorithm;
         }
@@ -135,10 +138,13 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
             )
             .map_err(named)?;
             let mut entered = match (rate, over.block, over.exempt) {
-                (Some((rate, code_algorithm)), false, false) => Override {
-                    code_algorithm,
-                    ..Override::rate(rate)
-                },
+                (Some((rate, code_algorithm)), false, false) => {
+                    catalog::judge_override_rate(scope, rate).map_err(named)?;
+                    Override {
+                        code_algorithm,
+                        ..Override::rate(rate)
+                    }
+                }
                 (None, true, false) => Override::block(),
                 (None, false, true) => Override::exempt(),
                 (None, false, false) => {

@@ -17,6 +17,7 @@
 //! is checked against, so a new threshold reuses the log (see `guide::operating` for a changed
 //! period).
 
+pub(crate) mod catalog;
 #[cfg(feature = "limits-file")]
 pub(crate) mod file;
 mod limits;
@@ -28,6 +29,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+pub use self::catalog::{DeclaredLimit, declared_limits};
 pub use self::limits::{Action, Limits, Mode, Override, ScopeLimits};
 use crate::rate::Rate;
 
@@ -181,6 +183,9 @@ pub(crate) struct Registry {
     watchers: Mutex<Vec<Box<dyn Send>>>,
     /// The changes a source gave that were rejected.
     rejected: AtomicU64,
+    /// Told of each change once it is in force (the check path's state made under the
+    /// limits before it: its leases and deny cache).
+    applied: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Registry {
@@ -199,6 +204,7 @@ impl Registry {
             sources: Mutex::new(vec![Limits::default(); Source::ALL.len()]),
             watchers: Mutex::new(Vec::new()),
             rejected: AtomicU64::new(0),
+            applied: std::sync::OnceLock::new(),
         }
     }
 
@@ -216,12 +222,18 @@ impl Registry {
             let Some(registry) = registry.upgrade() else {
                 return false;
             };
-            let applied = change.is_ok();
-            match change {
-                Ok(limits) => registry.set(Source::File, limits),
-                Err(_) => {
-                    registry.rejected.fetch_add(1, Ordering::Relaxed);
-                }
+            // A mistake is logged where the file is read, and the entries are judged against
+            // the code's limits as they are parsed (with their lines): `set` finds nothing
+            // more to reject, and would log it.
+            let applied = match change {
+                Ok(limits) => registry
+                    .set(Source::File, limits)
+                    .map_err(|error| tracing::error!(%error, "the limits file is rejected"))
+                    .is_ok(),
+                Err(_) => false,
+            };
+            if !applied {
+                registry.rejected.fetch_add(1, Ordering::Relaxed);
             }
             crate::telemetry::registry_load(Source::File.name(), applied);
             true
@@ -231,6 +243,12 @@ impl Registry {
             .unwrap_or_else(PoisonError::into_inner)
             .push(watcher);
         Ok(())
+    }
+
+    /// Has `applied` called after each change, once it is in force (set once: later calls
+    /// are ignored).
+    pub(crate) fn on_applied(&self, applied: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.applied.set(applied);
     }
 
     /// The changes a source gave that were rejected.
@@ -310,18 +328,60 @@ impl Registry {
 
     /// Replaces `source`'s entries by `limits`, logging and counting what changed; the
     /// change is in force for every check that starts once this returns.
-    pub(crate) fn set(&self, source: Source, limits: Limits) {
-        self.update(source, |entries| *entries = limits);
+    ///
+    /// # Errors
+    ///
+    /// What the code's limits reject in `limits` (see [`catalog::judge`]): nothing changed.
+    pub(crate) fn set(&self, source: Source, limits: Limits) -> Result<(), String> {
+        self.update(source, |entries| *entries = limits)
     }
 
     /// Changes `source`'s entries by `change`, as [`set`](Registry::set) does, one change at
     /// a time (no concurrent change is lost between reading the entries and writing them).
-    pub(crate) fn update(&self, source: Source, change: impl FnOnce(&mut Limits)) {
+    ///
+    /// # Errors
+    ///
+    /// What the code's limits reject in the changed entries: nothing changed.
+    pub(crate) fn update(
+        &self,
+        source: Source,
+        change: impl FnOnce(&mut Limits),
+    ) -> Result<(), String> {
         let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut changed = sources[source as usize].clone();
+        change(&mut changed);
+        catalog::judge(&changed)?;
+        for scope in changed.scopes.keys() {
+            if !sources[source as usize].scopes.contains_key(scope)
+                && let Some(meant) = catalog::misspelt(scope)
+            {
+                tracing::warn!(
+                    source = source.name(),
+                    scope,
+                    meant,
+                    "this scope names no limit of the code's `#[rate_limit]`s: a misspelling?"
+                );
+            }
+        }
+        self.commit(&mut sources, source, changed);
+        Ok(())
+    }
+
+    /// Sets `source`'s mode for the whole limiter (`None`: none, the weaker sources' in
+    /// force), as [`set`](Registry::set) sets its entries; a mode is never rejected.
+    pub(crate) fn set_mode(&self, source: Source, mode: Option<Mode>) {
+        let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut changed = sources[source as usize].clone();
+        changed.mode = mode;
+        self.commit(&mut sources, source, changed);
+    }
+
+    /// Puts `changed` in force as `source`'s entries (`sources`, under their lock).
+    fn commit(&self, sources: &mut [Limits], source: Source, changed: Limits) {
         let old_mode = self.mode();
         let old = self.snapshot.load_full();
-        change(&mut sources[source as usize]);
-        let (mode, snapshot) = merge(self.built, &sources);
+        sources[source as usize] = changed;
+        let (mode, snapshot) = merge(self.built, sources);
         report(source, old_mode, mode, &old, &snapshot);
         let any_scope = !snapshot.scopes.is_empty();
         let mut filter = [0_u64; FILTER_WORDS];
@@ -342,6 +402,9 @@ impl Registry {
         self.any_scope.store(any_scope, Ordering::Relaxed);
         self.mode.store(mode as u8, Ordering::Relaxed);
         self.version.store(version + 2, Ordering::Release);
+        if let Some(applied) = self.applied.get() {
+            applied();
+        }
     }
 }
 
@@ -593,18 +656,20 @@ mod tests {
             shadow: false,
         };
         assert_eq!(resolve(&registry, "login", Some("bob"), 0), enforce(CODE));
-        registry.set(
-            Source::Api,
-            Limits::new().scope(
-                "login",
-                ScopeLimits::new()
-                    .rate(MORE)
-                    .key("vip", Override::rate(VIP))
-                    .key("evil", Override::block().until(at(2_000_000)))
-                    .key("ops", Override::exempt())
-                    .key("trial", Override::rate(VIP).until(at(1_000_000))),
-            ),
-        );
+        registry
+            .set(
+                Source::Api,
+                Limits::new().scope(
+                    "login",
+                    ScopeLimits::new()
+                        .rate(MORE)
+                        .key("vip", Override::rate(VIP))
+                        .key("evil", Override::block().until(at(2_000_000)))
+                        .key("ops", Override::exempt())
+                        .key("trial", Override::rate(VIP).until(at(1_000_000))),
+                ),
+            )
+            .expect("accepted");
         assert_eq!(resolve(&registry, "login", Some("bob"), 0), enforce(MORE));
         assert_eq!(resolve(&registry, "login", None, 0), enforce(MORE));
         assert_eq!(resolve(&registry, "search", Some("vip"), 0), enforce(CODE));
@@ -636,25 +701,31 @@ mod tests {
         // A scope's mode applies to its overrides too; the limiter's beats it.
         let mut limits = registry.get(Source::Api);
         limits.scopes.get_mut("login").unwrap().mode = Some(Mode::Shadow);
-        registry.set(Source::Api, limits.clone());
+        registry.set(Source::Api, limits.clone()).expect("accepted");
         let shadow = |rate| Resolved::Check { rate, shadow: true };
         assert_eq!(resolve(&registry, "login", Some("vip"), 0), shadow(VIP));
         assert_eq!(resolve(&registry, "search", None, 0), enforce(CODE));
-        registry.set(Source::Api, limits.clone().mode(Mode::Off));
+        registry
+            .set(Source::Api, limits.clone().mode(Mode::Off))
+            .expect("accepted");
         assert_eq!(resolve(&registry, "search", None, 0), Resolved::Exempt);
-        registry.set(Source::Api, limits.clone().mode(Mode::Enforce));
+        registry
+            .set(Source::Api, limits.clone().mode(Mode::Enforce))
+            .expect("accepted");
         assert_eq!(resolve(&registry, "login", None, 0), shadow(MORE));
         limits.scopes.get_mut("login").unwrap().mode = Some(Mode::Off);
-        registry.set(Source::Api, limits.clone().mode(Mode::Shadow));
+        registry
+            .set(Source::Api, limits.clone().mode(Mode::Shadow))
+            .expect("accepted");
         assert_eq!(resolve(&registry, "login", None, 0), shadow(MORE));
         assert_eq!(resolve(&registry, "search", None, 0), shadow(CODE));
-        registry.set(Source::Api, limits);
+        registry.set(Source::Api, limits).expect("accepted");
         assert_eq!(
             resolve(&registry, "login", Some("vip"), 0),
             Resolved::Exempt
         );
         // Back to the code.
-        registry.set(Source::Api, Limits::new());
+        registry.set(Source::Api, Limits::new()).expect("accepted");
         assert_eq!(resolve(&registry, "login", Some("vip"), 0), enforce(CODE));
         assert_eq!(registry.mode(), Mode::Enforce);
     }
@@ -670,7 +741,7 @@ mod tests {
         let limits = names.iter().fold(Limits::new(), |limits, name| {
             limits.scope(name, ScopeLimits::new().rate(MORE))
         });
-        registry.set(Source::Api, limits);
+        registry.set(Source::Api, limits).expect("accepted");
         let passes = |scope: &str| {
             filter_bits(scope)
                 .iter()
@@ -734,7 +805,7 @@ mod tests {
             .collect();
         for round in 0..2_000 {
             let limits = if round % 2 == 0 { &dry_run } else { &enforce };
-            registry.set(Source::Api, limits.clone());
+            registry.set(Source::Api, limits.clone()).expect("accepted");
         }
         stop.store(true, Ordering::Relaxed);
         for reader in readers {
@@ -752,19 +823,23 @@ mod tests {
                 shadow: true
             }
         );
-        registry.set(Source::Api, Limits::new().mode(Mode::Enforce));
+        registry
+            .set(Source::Api, Limits::new().mode(Mode::Enforce))
+            .expect("accepted");
         assert_eq!(registry.mode(), Mode::Enforce);
-        registry.set(Source::Api, Limits::new());
+        registry.set(Source::Api, Limits::new()).expect("accepted");
         assert_eq!(registry.mode(), Mode::Shadow);
     }
 
     #[test]
     fn a_rate_over_a_rate_chosen_per_call_is_ignored_and_its_mode_kept() {
         let registry = Registry::new(Mode::Enforce);
-        registry.set(
-            Source::Api,
-            Limits::new().scope("tiers", ScopeLimits::new().rate(MORE).mode(Mode::Shadow)),
-        );
+        registry
+            .set(
+                Source::Api,
+                Limits::new().scope("tiers", ScopeLimits::new().rate(MORE).mode(Mode::Shadow)),
+            )
+            .expect("accepted");
         let resolved = registry.resolve("tiers", CODE, true, || None, || 0);
         assert_eq!(
             resolved,
@@ -778,10 +853,12 @@ mod tests {
     #[test]
     fn the_key_is_asked_only_of_a_scope_with_overrides() {
         let registry = Registry::new(Mode::Enforce);
-        registry.set(
-            Source::Api,
-            Limits::new().scope("a", ScopeLimits::new().rate(MORE)),
-        );
+        registry
+            .set(
+                Source::Api,
+                Limits::new().scope("a", ScopeLimits::new().rate(MORE)),
+            )
+            .expect("accepted");
         let asked = |scope| {
             let mut asked = false;
             registry.resolve(

@@ -173,8 +173,11 @@
 //! one counts only what the log still holds; a counter's other period is another counter).
 //! So the bound a store keeps is the rate each check was made against: a window straddling a
 //! change holds at most the larger threshold. A check the registry answers (`off`, an exempt
-//! key, a blocked one) reaches no store and records nothing. `tests/tests/suite/registry.rs`
-//! holds the check path to this; the fault checker does not change limits yet.
+//! key, a blocked one) reaches no store and records nothing. A change in force ends the
+//! limiter's leases (nothing more spent from a reserve; the rest given back as for any lease
+//! that ended) and clears its deny cache, so no reserve or cached denial made under one rate
+//! answers under another, or again once a rate comes back. `tests/tests/suite/registry.rs`
+//! and `leases.rs` hold the check path to this; the fault checker does not change limits yet.
 
 mod counter;
 pub(crate) mod memory;

@@ -1242,3 +1242,65 @@ async fn a_delayed_renewal_does_not_take_its_limiters_record() {
     );
     redis.clean_up(&prefix).await;
 }
+
+/// A change of the registry ends what checks kept under the limits before it: a lease's
+/// reserve is spent no more (the next check renews, giving it back), and neither a lease's
+/// remembered denial nor the deny cache answers again: the next check of each asks the store.
+#[tokio::test]
+async fn a_change_of_the_limits_ends_the_leases_and_the_remembered_denials() {
+    use ratelimit_runtime::{Limits, Mode, ScopeLimits};
+
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-change");
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(&prefix)
+        .timeout(Duration::from_secs(5))
+        .deny_cache(true)
+        .build()
+        .unwrap();
+    let change = |mode: Mode| {
+        limiter
+            .set_limits(Limits::new().scope("elsewhere", ScopeLimits::new().mode(mode)))
+            .expect("limits accepted");
+    };
+    // A lease with a reserve (grown by a run of checks): a check answered without a script.
+    let hot = Rate::new(100_000, HOUR).unwrap().leased();
+    for _ in 0..500 {
+        assert!(limiter.check("hot", hot).await.unwrap().allowed);
+    }
+    let ((), _) = wait_for("a check spent from a reserve", STATE_DEADLINE, async || {
+        let before = scripts_run(&redis).await;
+        assert!(limiter.check("hot", hot).await.unwrap().allowed);
+        (scripts_run(&redis).await == before).then_some(())
+    })
+    .await;
+    change(Mode::Shadow);
+    let before = scripts_run(&redis).await;
+    assert!(limiter.check("hot", hot).await.unwrap().allowed);
+    assert!(
+        scripts_run(&redis).await > before,
+        "the reserve of a lease from before the change was spent"
+    );
+
+    // Denials remembered by a lease and by the deny cache.
+    let leased = Rate::new(40, HOUR).unwrap().leased();
+    let plain = Rate::new(5, HOUR).unwrap();
+    for (key, rate) in [("full-leased", leased), ("full-plain", plain)] {
+        while limiter.check(key, rate).await.unwrap().allowed {}
+        let before = scripts_run(&redis).await;
+        assert!(!limiter.check(key, rate).await.unwrap().allowed);
+        assert_eq!(scripts_run(&redis).await, before, "answered in process");
+    }
+    change(Mode::Enforce);
+    for (key, rate) in [("full-leased", leased), ("full-plain", plain)] {
+        let before = scripts_run(&redis).await;
+        assert!(!limiter.check(key, rate).await.unwrap().allowed);
+        assert_eq!(
+            scripts_run(&redis).await,
+            before + 1,
+            "{key}: asked of the store"
+        );
+    }
+    redis.clean_up(&prefix).await;
+}

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ratelimit_runtime::{Limiter, Mode, RateLimitError, rate_limit};
+use ratelimit_runtime::{Limiter, Mode, Rate, RateLimitError, rate_limit};
 use tests::wait_for;
 
 /// How long an applied change may take here (the design's is well under a second).
@@ -18,6 +18,23 @@ const APPLIED: Duration = Duration::from_secs(3);
 
 #[rate_limit(name = "file.login", period = 3600, threshold = 1, key = user, limiter = limiter)]
 async fn login(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// A limit whose tiers are in code: its scope's entry may not set a rate.
+#[rate_limit(name = "file.tiered", rate = tier(user), key = user, limiter = limiter)]
+async fn tiered(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+fn tier(user: &str) -> Rate {
+    let threshold = if user.starts_with("pro-") { 100 } else { 10 };
+    Rate::new(threshold, Duration::from_secs(3_600)).expect("a rate")
+}
+
+/// A limit whose calls cost 10: no entry may give it a threshold below that.
+#[rate_limit(name = "file.bulk", period = 3600, threshold = 100, cost = 10, key = user, limiter = limiter)]
+async fn bulk(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
     Ok(())
 }
 
@@ -166,6 +183,20 @@ async fn every_bad_edit_is_rejected_whole_and_the_limits_in_force_stay() {
         ),
         // A mode that is not one.
         limits("disabled", 50),
+        // A rate over a limit that chooses its rate per call (`rate = expr`).
+        format!(
+            "{}\n[scopes.\"file.tiered\"]\nthreshold = 50\nperiod = \"1h\"\n",
+            limits("enforce", 50)
+        ),
+        // A threshold below the cost the code writes, a scope's and a key's.
+        format!(
+            "{}\n[scopes.\"file.bulk\"]\nthreshold = 5\nperiod = \"1h\"\n",
+            limits("enforce", 50)
+        ),
+        format!(
+            "{}\n[scopes.\"file.bulk\".keys]\nann = {{ threshold = 9, period = \"1h\" }}\n",
+            limits("enforce", 50)
+        ),
     ];
     let mut admitted = 0;
     for (count, text) in (1..).zip(&bad) {
@@ -199,6 +230,82 @@ fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
     // The line of the field at fault.
     let expected = format!("{}:6: scope \"b\": threshold 0", path.display());
     assert!(error.to_string().contains(&expected), "{error}");
+
+    // What the code's limits reject: at the line of the rate, naming the attribute's line
+    // (that of its function's name), never the key.
+    let tiered_line = line_of_fn("tiered");
+    std::fs::write(
+        &path,
+        "[scopes.\"file.tiered\"]\nmode = \"shadow\"\nthreshold = 5\nperiod = \"1h\"\n",
+    )
+    .unwrap();
+    let error = Limiter::builder().limits_file(&path).build().unwrap_err();
+    let expected = format!(
+        "{}:3: scope \"file.tiered\": its limit chooses its rate per call (`rate = expr`, {}:{tiered_line})",
+        path.display(),
+        file!()
+    );
+    assert!(error.to_string().contains(&expected), "{error}");
+    let bulk_line = line_of_fn("bulk");
+    std::fs::write(
+        &path,
+        "[scopes.\"file.bulk\".keys]\n\"user-4711\" = { threshold = 9, period = \"1h\" }\n",
+    )
+    .unwrap();
+    let error = Limiter::builder()
+        .limits_file(&path)
+        .build()
+        .unwrap_err()
+        .to_string();
+    let expected = format!(
+        "{}:2: scope \"file.bulk\", the override of the key on this line: threshold 9 is below the cost 10 a call of its limit takes ({}:{bulk_line})",
+        path.display(),
+        file!()
+    );
+    assert!(error.contains(&expected), "{error}");
+    assert!(!error.contains("4711"), "a key in {error}");
+
+    // What the code allows: a mode over `rate = expr`, an override's rate there, a threshold
+    // of the cost.
+    std::fs::write(
+        &path,
+        "[scopes.\"file.tiered\"]\nmode = \"shadow\"\n[scopes.\"file.tiered\".keys]\nann = { threshold = 1, period = \"1h\" }\n\n[scopes.\"file.bulk\"]\nthreshold = 10\nperiod = \"1h\"\n",
+    )
+    .unwrap();
+    Limiter::builder()
+        .limits_file(&path)
+        .build()
+        .expect("accepted");
+}
+
+/// The line of `async fn <name>(` in this file.
+fn line_of_fn(name: &str) -> usize {
+    let needle = format!("async fn {name}(");
+    1 + include_str!("limits_file.rs")
+        .lines()
+        .position(|line| line.starts_with(&needle))
+        .expect("the function is in this file")
+}
+
+/// The attributes above are in the catalog, called or not, and their limits are those a file
+/// is judged against; each still runs as the code says.
+#[tokio::test]
+async fn the_file_is_judged_against_limits_declared_before_any_call() {
+    let declared = ratelimit_runtime::declared_limits();
+    let tiered_limit = declared
+        .iter()
+        .find(|limit| limit.scope() == "file.tiered")
+        .expect("file.tiered in the catalog");
+    assert_eq!(tiered_limit.rate(), None);
+    let bulk_limit = declared
+        .iter()
+        .find(|limit| limit.scope() == "file.bulk")
+        .expect("file.bulk in the catalog");
+    assert_eq!(bulk_limit.cost(), Some(10));
+    assert_eq!(bulk_limit.line() as usize, line_of_fn("bulk"));
+    let limiter = Limiter::memory();
+    tiered(&limiter, "ann").await.expect("admitted");
+    bulk(&limiter, "ann").await.expect("admitted");
 }
 
 /// A directory that never goes quiet (a file written beside the limits file every few
@@ -262,10 +369,12 @@ async fn the_apis_entries_win_over_the_files_until_they_expire_or_are_cleared() 
         .expect("a limiter");
     assert_eq!(limiter.mode(), Mode::Shadow);
     let until = tests::at_secs(1_800_000_010.0);
-    limiter.set_limits(Limits::new().mode(Mode::Enforce).scope(
-        "file.login",
-        ScopeLimits::new().key("mallory", Override::exempt().until(until)),
-    ));
+    limiter
+        .set_limits(Limits::new().mode(Mode::Enforce).scope(
+            "file.login",
+            ScopeLimits::new().key("mallory", Override::exempt().until(until)),
+        ))
+        .expect("limits accepted");
     assert_eq!(limiter.mode(), Mode::Enforce, "the API's mode wins");
     assert_eq!(admits(&limiter, "mallory", 5).await, 5, "exempt by the API");
     clock.advance(Duration::from_secs(10));

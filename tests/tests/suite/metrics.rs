@@ -256,10 +256,14 @@ fn registry_changes_and_blocked_calls_are_counted() {
             .mode(Mode::Enforce)
             .key("bot", Override::block())
             .key("ops", Override::exempt());
-        limiter.set_limits(Limits::new().scope("metrics.hello", entry.clone()));
+        limiter
+            .set_limits(Limits::new().scope("metrics.hello", entry.clone()))
+            .expect("limits accepted");
         let _ = hello(&limiter, "bot").await;
         hello(&limiter, "ops").await.unwrap();
-        limiter.set_limits(Limits::new().scope("metrics.hello", entry.mode(Mode::Shadow)));
+        limiter
+            .set_limits(Limits::new().scope("metrics.hello", entry.mode(Mode::Shadow)))
+            .expect("limits accepted");
         limiter.set_mode(Mode::Off);
     });
     assert_eq!(

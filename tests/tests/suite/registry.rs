@@ -60,7 +60,9 @@ async fn precedence(limiter: &Limiter, clock: &ManualClock, scripts: impl AsyncF
 
     // A scope entry's rate, in the same log: one more, not three.
     let more = ScopeLimits::new().rate(rate(3));
-    limiter.set_limits(Limits::new().scope("login", more.clone()));
+    limiter
+        .set_limits(Limits::new().scope("login", more.clone()))
+        .expect("limits accepted");
     assert_eq!(admits(limiter, "ann", 3).await, 1);
     assert_eq!(logged(limiter, "login/ann", rate(3)).await, 3);
 
@@ -72,7 +74,9 @@ async fn precedence(limiter: &Limiter, clock: &ManualClock, scripts: impl AsyncF
         .key("evil", Override::block().until(until))
         .key("ops", Override::exempt())
         .key("trial", Override::rate(rate(5)).until(until));
-    limiter.set_limits(Limits::new().scope("login", entry.clone()));
+    limiter
+        .set_limits(Limits::new().scope("login", entry.clone()))
+        .expect("limits accepted");
     assert_eq!(admits(limiter, "vip", 6).await, 5);
     assert_eq!(admits(limiter, "trial", 6).await, 5);
     let before = scripts().await;
@@ -100,37 +104,45 @@ async fn precedence(limiter: &Limiter, clock: &ManualClock, scripts: impl AsyncF
 
     // A scope in shadow mode admits, records what fits, reports the rest.
     let shadow = entry.clone().mode(Mode::Shadow);
-    limiter.set_limits(Limits::new().scope("login", shadow));
+    limiter
+        .set_limits(Limits::new().scope("login", shadow))
+        .expect("limits accepted");
     assert_eq!(admits(limiter, "ann", 3).await, 3);
     assert_eq!(logged(limiter, "login/ann", rate(3)).await, 3);
     assert_eq!(admits(limiter, "bea", 4).await, 4);
     assert_eq!(logged(limiter, "login/bea", rate(3)).await, 3);
 
     // A scope off: nothing checked, nothing sent.
-    limiter.set_limits(Limits::new().scope("login", entry.clone().mode(Mode::Off)));
+    limiter
+        .set_limits(Limits::new().scope("login", entry.clone().mode(Mode::Off)))
+        .expect("limits accepted");
     let before = scripts().await;
     assert_eq!(admits(limiter, "ann", 5).await, 5);
     assert_eq!(scripts().await, before, "`off` sends nothing to the store");
 
     // The limiter's mode beats the scope's: off everywhere, then shadow over `enforce`.
-    limiter.set_limits(Limits::new().scope("login", entry.clone()).mode(Mode::Off));
+    limiter
+        .set_limits(Limits::new().scope("login", entry.clone()).mode(Mode::Off))
+        .expect("limits accepted");
     assert_eq!(limiter.mode(), Mode::Off);
     let before = scripts().await;
     assert_eq!(admits(limiter, "ann", 5).await, 5);
     let hand = limiter.check("by-hand", rate(1)).await.expect("a check");
     assert!(hand.is_exempt(), "{hand:?}");
     assert_eq!(scripts().await, before, "`off` sends nothing to the store");
-    limiter.set_limits(
-        Limits::new()
-            .scope("login", entry.clone())
-            .mode(Mode::Shadow),
-    );
+    limiter
+        .set_limits(
+            Limits::new()
+                .scope("login", entry.clone())
+                .mode(Mode::Shadow),
+        )
+        .expect("limits accepted");
     assert!(limiter.is_shadow());
     assert_eq!(admits(limiter, "ann", 2).await, 2);
     assert_eq!(logged(limiter, "login/ann", rate(3)).await, 3);
 
     // Back to the code: the log kept all along.
-    limiter.set_limits(Limits::new());
+    limiter.set_limits(Limits::new()).expect("limits accepted");
     assert_eq!(limiter.mode(), Mode::Enforce);
     assert_eq!(admits(limiter, "ann", 1).await, 0);
     assert_eq!(
@@ -185,19 +197,23 @@ async fn stacked_limits_are_addressed_by_the_scope_their_denials_name() {
     assert!(second.ends_with("::stacked#2"), "{second}");
 
     // The second limit off: the first (3) decides.
-    limiter.set_limits(Limits::new().scope(&second, ScopeLimits::new().mode(Mode::Off)));
+    limiter
+        .set_limits(Limits::new().scope(&second, ScopeLimits::new().mode(Mode::Off)))
+        .expect("limits accepted");
     stacked(&limiter, "ann").await.expect("admitted");
     let err = stacked(&limiter, "ann").await.expect_err("denied");
     assert_eq!(err.as_denied().expect("a denial").scope(), "burst");
 
     // A blocked key of the first: denied by it, recorded by neither.
     let blocked = ScopeLimits::new().key("bob", Override::block());
-    limiter.set_limits(Limits::new().scope("burst", blocked));
+    limiter
+        .set_limits(Limits::new().scope("burst", blocked))
+        .expect("limits accepted");
     let err = stacked(&limiter, "bob").await.expect_err("blocked");
     let denied = err.as_denied().expect("a denial");
     assert_eq!((denied.scope(), denied.key()), ("burst", Some("bob")));
     assert_eq!(denied.decision().retry_after, Some(HOUR), "a period");
-    limiter.set_limits(Limits::new());
+    limiter.set_limits(Limits::new()).expect("limits accepted");
     stacked(&limiter, "bob")
         .await
         .expect("nothing was recorded");
@@ -207,7 +223,9 @@ async fn stacked_limits_are_addressed_by_the_scope_their_denials_name() {
 
     // A threshold the registry lowers below the burst's count denies.
     let lower = ScopeLimits::new().rate(rate(1));
-    limiter.set_limits(Limits::new().scope("burst", lower));
+    limiter
+        .set_limits(Limits::new().scope("burst", lower))
+        .expect("limits accepted");
     let err = stacked(&limiter, "cy").await;
     assert!(err.is_ok(), "the first call fits one: {err:?}");
     let err = stacked(&limiter, "cy").await.expect_err("denied");
@@ -222,7 +240,9 @@ async fn checks_by_hand_in_a_scope_take_its_entries() {
     let entry = ScopeLimits::new()
         .rate(rate(2))
         .key("bot", Override::block());
-    limiter.set_limits(Limits::new().scope("search", entry));
+    limiter
+        .set_limits(Limits::new().scope("search", entry))
+        .expect("limits accepted");
     for expected in [true, true, false] {
         let decision = search.check("ann", rate(1)).await.expect("a check");
         assert_eq!(decision.allowed, expected, "{decision:?}");
@@ -273,7 +293,7 @@ async fn a_layers_rates_are_addressed_by_scope_and_label() {
         )
         .scope("api@1d", ScopeLimits::new().mode(Mode::Off))
         .scope("api@1h", ScopeLimits::new().key("ops", Override::exempt()));
-    limiter.set_limits(limits);
+    limiter.set_limits(limits).expect("limits accepted");
     assert_eq!(call("/a", "evil").await, (429, true));
     assert_eq!(call("/a", "ann").await, (200, true));
     // `/b`: its daily rate off, its hourly one in force; `ops` exempt from it too.
@@ -304,12 +324,14 @@ async fn a_scope_in_shadow_never_fails_a_call_under_closed() {
         Err(RateLimitError::Unavailable(_))
     ));
     let shadow = ScopeLimits::new().mode(Mode::Shadow);
-    limiter.set_limits(
-        Limits::new()
-            .scope("login", shadow.clone())
-            .scope("search", shadow.clone())
-            .scope("layer@2/1h", shadow),
-    );
+    limiter
+        .set_limits(
+            Limits::new()
+                .scope("login", shadow.clone())
+                .scope("search", shadow.clone())
+                .scope("layer@2/1h", shadow),
+        )
+        .expect("limits accepted");
     login(&limiter, "ann").await.expect("admitted in shadow");
     let hand = limiter.scope("search").check("ann", rate(2)).await;
     assert!(hand.as_ref().is_ok_and(|d| d.allowed), "{hand:?}");
@@ -341,7 +363,9 @@ async fn a_hand_key_in_a_scope_in_shadow_cannot_name_a_counter() {
         .build()
         .expect("a limiter");
     connected(&limiter, "warm-up").await;
-    limiter.set_limits(Limits::new().scope("s", ScopeLimits::new().mode(Mode::Shadow)));
+    limiter
+        .set_limits(Limits::new().scope("s", ScopeLimits::new().mode(Mode::Shadow)))
+        .expect("limits accepted");
     let crafted = r"victim\#swc";
     for checked in [
         limiter.check(crafted, rate(1)).await,
@@ -361,7 +385,9 @@ async fn a_layer_reports_the_rate_in_force() {
     let limiter = Limiter::memory();
     let layer = RateLimitLayer::new(limiter.clone(), rate(2), HeaderKey::new("x-user")).scope("rv");
     let minute = Rate::new(1, Duration::from_secs(60)).expect("a rate");
-    limiter.set_limits(Limits::new().scope("rv@1h", ScopeLimits::new().rate(minute)));
+    limiter
+        .set_limits(Limits::new().scope("rv@1h", ScopeLimits::new().rate(minute)))
+        .expect("limits accepted");
     let base = serve(
         Router::new()
             .route("/", get(|| async { "ok" }))
@@ -397,4 +423,186 @@ async fn an_unchecked_call_says_so() {
         .await
         .unwrap();
     assert!(decisions.is_empty() && decisions.is_exempt());
+}
+
+/// A limit whose tiers are in code: its scope's entry may set its mode, not its rate.
+#[rate_limit(name = "tiered", rate = tier(user), key = user, limiter = limiter)]
+async fn tiered(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+fn tier(user: &str) -> Rate {
+    rate(if user.starts_with("pro-") { 10 } else { 2 })
+}
+
+/// A limit whose calls cost 5: no entry may give it a threshold below that.
+#[rate_limit(name = "bulk", period = 3600, threshold = 20, cost = 5, key = user, limiter = limiter)]
+async fn bulk(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// A change that contradicts the code's limits is rejected whole, naming the scope and the
+/// attribute's file and line (never a key), and the limits in force stay; what the code
+/// allows (a mode over `rate = expr`, a key's rate there, a threshold of the cost) is taken.
+#[tokio::test]
+async fn a_change_that_contradicts_the_code_is_rejected_whole() {
+    let limiter = Limiter::memory();
+    let good = Limits::new().scope("login", ScopeLimits::new().rate(rate(3)));
+    limiter.set_limits(good.clone()).expect("limits accepted");
+
+    let line_of = |name: &str| {
+        let needle = format!("async fn {name}(");
+        1 + include_str!("registry.rs")
+            .lines()
+            .position(|line| line.starts_with(&needle))
+            .expect("the function is in this file")
+    };
+    let rejected = |limits: Limits, expected: String| {
+        let error = limiter.set_limits(limits).expect_err("rejected");
+        let RateLimitError::InvalidConfig(reason) = &error else {
+            panic!("{error:?}");
+        };
+        assert!(reason.contains(&expected), "{reason}");
+        assert!(!reason.contains("user-4711"), "a key in {reason}");
+        assert_eq!(limiter.limits(), good, "nothing changed");
+    };
+    rejected(
+        good.clone()
+            .scope("tiered", ScopeLimits::new().rate(rate(50))),
+        format!(
+            "scope \"tiered\": its limit chooses its rate per call (`rate = expr`, {}:{})",
+            file!(),
+            line_of("tiered")
+        ),
+    );
+    rejected(
+        good.clone().scope("bulk", ScopeLimits::new().rate(rate(4))),
+        format!(
+            "scope \"bulk\": threshold 4 is below the cost 5 a call of its limit takes ({}:{})",
+            file!(),
+            line_of("bulk")
+        ),
+    );
+    rejected(
+        good.clone().scope(
+            "bulk",
+            ScopeLimits::new().key("user-4711", Override::rate(rate(4))),
+        ),
+        "scope \"bulk\", the override of a key: threshold 4".to_owned(),
+    );
+    let error = limiter
+        .update_limits(|limits| {
+            limits.remove_scope("login");
+            *limits = limits
+                .clone()
+                .scope("tiered", ScopeLimits::new().rate(rate(50)));
+        })
+        .expect_err("rejected whole");
+    assert!(matches!(error, RateLimitError::InvalidConfig(_)));
+    assert_eq!(
+        limiter.limits(),
+        good,
+        "nothing changed, the first edit neither"
+    );
+    // Still 3 an hour.
+    assert_eq!(admits(&limiter, "ann", 4).await, 3);
+
+    // What the code allows.
+    let allowed = good
+        .scope(
+            "tiered",
+            ScopeLimits::new()
+                .mode(Mode::Shadow)
+                .key("pro-vip", Override::rate(rate(11))),
+        )
+        .scope("bulk", ScopeLimits::new().rate(rate(5)));
+    limiter.set_limits(allowed).expect("allowed");
+    bulk(&limiter, "ann").await.expect("one call of 5");
+    let err = bulk(&limiter, "ann")
+        .await
+        .expect_err("the threshold is the cost");
+    assert_eq!(err.as_denied().expect("a denial").scope(), "bulk");
+    for _ in 0..12 {
+        tiered(&limiter, "pro-vip")
+            .await
+            .expect("shadow: never denied");
+    }
+}
+
+struct Catalogued {
+    limiter: Limiter,
+}
+
+#[async_trait::async_trait]
+trait Find {
+    async fn find(&self, id: u64) -> Result<u64, RateLimitError>;
+}
+
+#[async_trait::async_trait]
+impl Find for Catalogued {
+    #[rate_limit(period = 3600, threshold = 1, key = id, limiter = &self.limiter)]
+    async fn find(&self, id: u64) -> Result<u64, RateLimitError> {
+        Ok(id)
+    }
+}
+
+// Never called: in the catalog all the same.
+#[rate_limit(period = 3600, threshold = 4)]
+#[rate_limit(period = 60, threshold = 3, cost = n)]
+async fn never_called(n: u32) -> Result<(), RateLimitError> {
+    let _ = n;
+    Ok(())
+}
+
+/// The catalog lists every attribute's limits before any call, under the scopes their denials
+/// name (a function's path, a stacked limit's position, an `#[async_trait]` method's), with
+/// the rate, cost, file and line as written.
+#[tokio::test]
+async fn the_catalog_names_each_limit_as_its_denials_do() {
+    let declared = ratelimit_runtime::declared_limits();
+    let _ = never_called;
+    let here = |suffix: &str| {
+        declared
+            .iter()
+            .filter(|limit| limit.file() == file!() && limit.scope().ends_with(suffix))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let never = here("::never_called#2");
+    assert_eq!(never.len(), 1, "{declared:#?}");
+    assert_eq!(
+        never[0].rate(),
+        Some(Rate::new(3, Duration::from_secs(60)).unwrap())
+    );
+    assert_eq!(never[0].cost(), None, "computed per call");
+    let first = here("::never_called#1");
+    assert_eq!(
+        (first[0].rate().map(|r| r.threshold()), first[0].cost()),
+        (Some(4), Some(1))
+    );
+    let tiered_limit = declared
+        .iter()
+        .find(|limit| limit.scope() == "tiered")
+        .expect("tiered in the catalog");
+    assert_eq!((tiered_limit.rate(), tiered_limit.file()), (None, file!()));
+
+    // The scopes the denials name.
+    let limiter = Limiter::memory();
+    stacked(&limiter, "ann").await.expect("admitted");
+    stacked(&limiter, "ann").await.expect("admitted");
+    let err = stacked(&limiter, "ann").await.expect_err("denied");
+    let denied = err.as_denied().expect("a denial").scope().to_owned();
+    assert!(
+        declared.iter().any(|limit| limit.scope() == denied),
+        "{denied}"
+    );
+    let service = Catalogued { limiter };
+    service.find(1).await.expect("admitted");
+    let err = service.find(1).await.expect_err("denied");
+    let denied = err.as_denied().expect("a denial").scope().to_owned();
+    let method = declared
+        .iter()
+        .find(|limit| limit.scope() == denied)
+        .unwrap_or_else(|| panic!("{denied} in {declared:#?}"));
+    assert_eq!(method.rate().map(|r| r.threshold()), Some(1));
 }
