@@ -141,6 +141,25 @@ fn push_escaped_display<T: Display + ?Sized>(out: &mut String, value: &T) -> Ran
     start..out.len()
 }
 
+/// `E(text)`, borrowed when `text` holds no special character (most keys and scopes).
+pub(crate) fn escape_key(text: &str) -> Cow<'_, str> {
+    if !text.bytes().any(is_special) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(escaped_len(text));
+    push_escaped(&mut escaped, text);
+    Cow::Owned(escaped)
+}
+
+/// `E(text)` of a text borrowed or owned: as [`escape_key`], the same one when it holds no
+/// special character.
+pub(crate) fn escape_key_cow(text: Cow<'_, str>) -> Cow<'_, str> {
+    match escape_key(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(escaped) => Cow::Owned(escaped),
+    }
+}
+
 /// The text `escaped` is `E` of (any text: a backslash escapes the character after it).
 pub(crate) fn unescape(escaped: &str) -> Cow<'_, str> {
     if !escaped.contains('\\') {
@@ -185,6 +204,15 @@ fn strip_escaped<'t>(text: &'t str, raw: &str) -> Option<&'t str> {
 /// (`E(scope)/E(key)`), unescaped; `None` for a key not of that form (the scope alone, a
 /// stacked key, a key given by hand).
 pub(crate) fn unscoped<'k>(scope: &str, stored: &'k str) -> Option<Cow<'k, str>> {
+    // Most scopes and keys hold no special character: then a stored key without a backslash
+    // escaped nothing (an escape always writes one), so `E(key)` is the key, and one
+    // comparison finds it.
+    if let Some(key) = stored.strip_prefix(scope)
+        && !key.bytes().any(|byte| byte == b'\\')
+        && !scope.bytes().any(is_special)
+    {
+        return key.strip_prefix(KEY).map(Cow::Borrowed);
+    }
     let key = strip_escaped(stored, scope)?.strip_prefix(KEY)?;
     Some(unescape(key))
 }

@@ -151,13 +151,12 @@ impl Checking<'_> {
         let Stage::Key(key) = &self.stage else {
             unreachable!("resolved on the first poll")
         };
-        let resolved = shared.registry.resolve(
-            scope,
-            self.rate,
-            false,
-            || crate::layout::unscoped(scope, key),
-            || shared.now_us(),
-        );
+        // The poll asked `is_code` already: the snapshot at once, which finds the key's
+        // override by the `E(key)` the key holds.
+        let resolved = shared
+            .registry
+            .view()
+            .resolve_stored(scope, self.rate, key, || shared.now_us());
         match shared.registered(Some(scope), key, self.rate, resolved) {
             Registered::Check(rate) => {
                 self.rate = rate;

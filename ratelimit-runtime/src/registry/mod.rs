@@ -82,9 +82,13 @@ type Table<V> = HashMap<Box<str>, V, foldhash::fast::RandomState>;
 struct Entry {
     rate: Option<Entered>,
     mode: Option<Mode>,
-    /// By the caller's key, each source's (the latest first: an expired one leaves the
-    /// next in force); expiries in µs since the Unix epoch.
+    /// By the caller's key escaped (`E(key)`, as the attribute's key writes it: see
+    /// `layout.rs`), each source's (the latest first: an expired one leaves the next in
+    /// force); expiries in µs since the Unix epoch.
     overrides: Table<Vec<Overriding>>,
+    /// `E(scope)/`: what the key of the attribute's one limit in this scope starts with,
+    /// before its `E(key)`.
+    prefix: Box<str>,
     /// Whether its rate was found ignored over a rate chosen per call (logged once).
     ignored: AtomicBool,
 }
@@ -431,17 +435,54 @@ impl View {
                 rate,
                 shadow: limiter == Mode::Shadow,
             },
-            _ => self.resolve_entry(scope, rate, per_call, key, now),
+            _ => self.resolve_entry(
+                scope,
+                rate,
+                per_call,
+                |_| key().map(crate::layout::escape_key_cow),
+                now,
+            ),
         }
     }
 
+    /// What the attribute's check of its one limit in `scope`, of the key `stored` (`E(scope)`
+    /// or `E(scope)/E(key)`, as `__private::scoped_key` writes it), does: as
+    /// [`resolve`](View::resolve), its key's override found by the `E(key)` it holds, without
+    /// reading the key back.
+    #[inline]
+    pub(crate) fn resolve_stored(
+        &self,
+        scope: &str,
+        rate: Rate,
+        stored: &str,
+        now: impl FnOnce() -> u64,
+    ) -> Resolved {
+        match self.snapshot.mode {
+            Mode::Off => Resolved::Exempt,
+            limiter if self.snapshot.scopes.is_empty() => Resolved::Check {
+                rate,
+                shadow: limiter == Mode::Shadow,
+            },
+            _ => self.resolve_entry(
+                scope,
+                rate,
+                false,
+                |prefix| stored.strip_prefix(prefix).map(std::borrow::Cow::Borrowed),
+                now,
+            ),
+        }
+    }
+
+    /// What a check of `scope`'s limit does once the snapshot has entries; `key` gives the
+    /// caller's key escaped, `E(key)`, from the scope's `E(scope)/` (asked only when the scope
+    /// has overrides).
     #[inline(never)]
     fn resolve_entry<'k>(
         &self,
         scope: &str,
         rate: Rate,
         per_call: bool,
-        key: impl FnOnce() -> Option<std::borrow::Cow<'k, str>>,
+        key: impl FnOnce(&str) -> Option<std::borrow::Cow<'k, str>>,
         now: impl FnOnce() -> u64,
     ) -> Resolved {
         let limiter = self.snapshot.mode;
@@ -472,7 +513,7 @@ impl View {
         let found = if entry.overrides.is_empty() {
             None
         } else {
-            key().and_then(|key| entry.overrides.get(&*key))
+            key(&entry.prefix).and_then(|key| entry.overrides.get(&*key))
         };
         let Some(overridings) = found else {
             return Resolved::Check { rate, shadow };
@@ -558,7 +599,13 @@ fn merge(built: Mode, sources: &[Limits]) -> (Mode, Snapshot) {
     for limits in sources {
         mode = limits.mode.unwrap_or(mode);
         for (scope, given) in &limits.scopes {
-            let entry = snapshot.scopes.entry(scope.as_str().into()).or_default();
+            let entry = snapshot
+                .scopes
+                .entry(scope.as_str().into())
+                .or_insert_with(|| Entry {
+                    prefix: format!("{}/", crate::layout::escape_key(scope)).into(),
+                    ..Entry::default()
+                });
             let entered = given.rate.map(|rate| Entered {
                 rate,
                 code_algorithm: given.code_algorithm,
@@ -572,7 +619,8 @@ fn merge(built: Mode, sources: &[Limits]) -> (Mode, Snapshot) {
                     code_algorithm: over.code_algorithm,
                 };
                 // The later source's first.
-                let overridings = entry.overrides.entry(key.as_str().into()).or_default();
+                let escaped = crate::layout::escape_key(key);
+                let overridings = entry.overrides.entry(escaped.into()).or_default();
                 overridings.insert(0, overriding);
             }
         }
@@ -875,5 +923,63 @@ mod tests {
         };
         assert!(!asked("a"));
         assert!(!asked("b"));
+    }
+
+    /// A key's override is found whatever special characters the scope and key hold: by the
+    /// caller's key as given (a hand check, a layer) and by the attribute's key, which holds
+    /// them escaped; never by another scope's key, nor by a key that is the escape's text.
+    #[test]
+    fn an_override_is_found_by_the_key_as_given_and_as_the_attribute_writes_it() {
+        let registry = Registry::new(Mode::Enforce);
+        let blocked = |scope: &str, key: &str| {
+            Limits::new().scope(scope, ScopeLimits::new().key(key, Override::block()))
+        };
+        let limits = Limits::new()
+            .scope(
+                "s#1{x}",
+                ScopeLimits::new()
+                    .key(r"a/b\c{d}", Override::block())
+                    .key("plain", Override::block()),
+            )
+            .scope("t", blocked("t", "k").get_scope("t").cloned().expect("t"));
+        registry.set(Source::Api, limits).expect("accepted");
+        let view = registry.view();
+        let stored = |scope: &str, key: &str| {
+            view.resolve_stored(scope, CODE, &crate::__private::scoped_key(scope, key), || 0)
+        };
+        for key in [r"a/b\c{d}", "plain"] {
+            assert!(
+                matches!(
+                    resolve(&registry, "s#1{x}", Some(key), 0),
+                    Resolved::Blocked { .. }
+                ),
+                "{key}"
+            );
+            assert!(
+                matches!(stored("s#1{x}", key), Resolved::Blocked { .. }),
+                "{key}"
+            );
+        }
+        // The escape's text is another key; the scope's own key (no `/`) has none.
+        let escaped = crate::layout::escape_key(r"a/b\c{d}").into_owned();
+        assert!(matches!(
+            resolve(&registry, "s#1{x}", Some(&escaped), 0),
+            Resolved::Check { .. }
+        ));
+        assert!(matches!(stored("s#1{x}", &escaped), Resolved::Check { .. }));
+        assert!(matches!(
+            view.resolve_stored("s#1{x}", CODE, "s\\#1\\(x\\)", || 0),
+            Resolved::Check { .. }
+        ));
+        // Another scope's key, even one that starts the same.
+        assert!(matches!(stored("t", "k"), Resolved::Blocked { .. }));
+        assert!(matches!(
+            view.resolve_stored("t", CODE, "tt/k", || 0),
+            Resolved::Check { .. }
+        ));
+        assert!(matches!(
+            view.resolve_stored("t", CODE, "t/kk", || 0),
+            Resolved::Check { .. }
+        ));
     }
 }
