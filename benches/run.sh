@@ -53,6 +53,9 @@ echo "== 6. a flood of denied calls, with and without the deny cache (load: $(cu
 echo "== 7. quota leases: one hot key against redis-benchmark -c 50 -P 16, and 100 per minute (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 "${CARGO_TARGET_DIR:-target}/release/lease" | tee "$out/lease.jsonl"
 
+echo "== 7b. the registry on the Redis check: a key among 10,000 overrides against none, alternating rounds (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+"${CARGO_TARGET_DIR:-target}/release/registry" | tee "$out/registry.jsonl"
+
 if command -v valgrind >/dev/null; then
   echo "== 8. instructions per in-process check (callgrind: 300,000 checks less 100,000, quanta's calibration left out)" >&2
   cg=$(mktemp)

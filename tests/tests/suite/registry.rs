@@ -606,3 +606,27 @@ async fn the_catalog_names_each_limit_as_its_denials_do() {
         .unwrap_or_else(|| panic!("{denied} in {declared:#?}"));
     assert_eq!(method.rate().map(|r| r.threshold()), Some(1));
 }
+
+/// What an override costs in memory: the live heap a scope of 10,000 key overrides adds to a
+/// limiter (the source's entries, as set, and the merged snapshot that checks read), per
+/// override, printed under `--nocapture` (BENCHMARKS.md quotes it); bounded by a few
+/// allocations of its key and entry, not a table per key.
+#[test]
+fn an_override_costs_a_few_hundred_bytes() {
+    use tests::counting_alloc::heap_growth;
+
+    const KEYS: usize = 10_000;
+    let limiter = Limiter::memory();
+    let ((), grown) = heap_growth(|| {
+        let mut entry = ScopeLimits::new();
+        for i in 0..KEYS {
+            entry = entry.key(format!("user-{i:06}"), Override::rate(rate(10)));
+        }
+        limiter
+            .set_limits(Limits::new().scope("memory", entry))
+            .expect("limits accepted");
+    });
+    let per_override = grown as f64 / KEYS as f64;
+    eprintln!("{KEYS} overrides of 11-byte keys: {grown} bytes, {per_override:.0} bytes each");
+    assert!(per_override < 512.0, "{per_override:.0} bytes per override");
+}
