@@ -737,7 +737,7 @@ impl Limiter {
 /// # async fn main() -> Result<(), ratelimit_runtime::RateLimitError> {
 /// let limiter = Limiter::memory();
 /// let rate = Rate::new(1, Duration::from_secs(60))?;
-/// limiter.set_limits(Limits::new().scope("search", ScopeLimits::new().key("ops", Override::exempt())));
+/// limiter.set_limits(Limits::new().scope("search", ScopeLimits::new().key("ops", Override::exempt())))?;
 /// let search = limiter.scope("search");
 /// assert!(search.check("alice", rate).await?.allowed);
 /// assert!(!search.check("alice", rate).await?.allowed);

@@ -66,6 +66,9 @@ pub(super) fn lasts(rate: Rate) -> Duration {
 /// A process's leases, one per key and rate.
 pub(crate) struct Leases {
     table: Mutex<Table>,
+    /// Notified when every lease ends early ([`Leases::end_all`]): the timers of leases with
+    /// a reserve wake then, and give it back.
+    ended: event_listener::Event,
     /// With the deny cache on, its time to live: a lease's last denial answers the checks
     /// that find it spent, while it lasts (at most that long), as the deny cache would.
     deny_ttl: Option<Duration>,
@@ -305,6 +308,7 @@ impl Leases {
     pub(crate) fn new(deny_ttl: Option<Duration>) -> Leases {
         Leases {
             table: Mutex::default(),
+            ended: event_listener::Event::new(),
             deny_ttl,
         }
     }
@@ -373,16 +377,27 @@ impl Leases {
         }
     }
 
-    /// Ends every lease now (the limits changed): nothing more of a reserve is spent, and
-    /// what is left is given back as for a lease that ended (by its timer, or by the next
-    /// check of its key and rate); the remembered denials are dropped.
+    /// Ends every lease now (the limits changed): nothing more of a reserve installed so far
+    /// is spent, and what is left is given back as for a lease that ended, by its timer,
+    /// woken now (on the runtime it runs on, whatever thread changed the limits); the
+    /// remembered denials are dropped.
     pub(crate) fn end_all(&self) {
         let now = Instant::now();
-        let mut table = self.lock();
-        for (_, entry) in &mut table.leases {
-            entry.state.ends = entry.state.ends.min(now);
-            entry.state.denied = None;
+        {
+            let mut table = self.lock();
+            for (_, entry) in &mut table.leases {
+                entry.state.ends = entry.state.ends.min(now);
+                entry.state.denied = None;
+            }
         }
+        self.ended.notify(usize::MAX);
+    }
+
+    /// A wake-up for when every lease ends early: listened to before a timer reads how long
+    /// its lease lasts ([`ends_in`](Leases::ends_in)), so that no [`end_all`](Leases::end_all)
+    /// falls between the two unseen.
+    pub(super) fn ended(&self) -> event_listener::EventListener {
+        self.ended.listen()
     }
 
     /// `limit`'s lease, made when it has none.
@@ -851,5 +866,47 @@ mod tests {
             state.after_wait(rate, 2, SECOND),
             AfterWait::Direct
         ));
+    }
+
+    /// Ending every lease (the limits changed) stops their reserves at once, drops their
+    /// remembered denials, and wakes the timers that listened before it, and those that
+    /// listen after it find their lease ended: no timer sleeps through it.
+    #[test]
+    fn ending_every_lease_stops_its_reserve_and_wakes_its_timer() {
+        use std::future::Future;
+        use std::pin::pin;
+        use std::task::{Context, Poll, Waker};
+
+        let leases = Leases::new(Some(Duration::from_secs(1)));
+        let rate = rate(1_000);
+        let limit = LimitRef {
+            key: "k",
+            rate,
+            cost: 1,
+        };
+        let _ = leases.lease(limit);
+        let installed = leases.with(limit, |state| {
+            renewed(state, 1, Instant::now(), Some(&grant(1_000, 40, 7, SECOND)))
+        });
+        assert!(installed.is_none());
+        assert!(matches!(leases.spend(limit), Spent::Admitted(_)));
+        assert!(matches!(leases.spend(limit), Spent::Admitted(_)));
+        let mut listening = pin!(leases.ended());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(listening.as_mut().poll(&mut cx).is_pending());
+        leases.end_all();
+        assert!(matches!(listening.as_mut().poll(&mut cx), Poll::Ready(())));
+        assert!(
+            matches!(leases.spend(limit), Spent::Nothing),
+            "nothing more is spent"
+        );
+        assert_eq!(
+            leases.ends_in(limit),
+            Duration::ZERO,
+            "a timer listening now wakes at once"
+        );
+        let back = leases.take_ended(limit).expect("the rest given back");
+        assert_eq!(back.left, 5, "7 reserved, 2 spent");
+        assert!(leases.take_ended(limit).is_none(), "once");
     }
 }

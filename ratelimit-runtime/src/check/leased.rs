@@ -142,14 +142,18 @@ impl Shared {
                 // The timer holds the lease, so that no sweep takes its entry before it ends.
                 let shared = Arc::clone(&shared);
                 let lease = shared.leases.lease(limit);
-                let ends_in = shared.leases.ends_in(limit);
                 timers.spawn(async move {
-                    runtime::sleep(ends_in).await;
                     let limit = LimitRef {
                         key: &key,
                         rate,
                         cost: 1,
                     };
+                    // Until the lease ends, or every lease is ended early (the limits
+                    // changed): listened to first, so that an early end is never missed.
+                    let ended = shared.leases.ended();
+                    let ends_in = shared.leases.ends_in(limit);
+                    let sleep = std::pin::pin!(runtime::sleep(ends_in));
+                    futures_util::future::select(sleep, ended).await;
                     let give_back = shared.leases.take_ended(limit);
                     if let (Some(give_back), Some(runtime)) = (give_back, Runtime::current()) {
                         shared.give_back(&runtime, limit, give_back);

@@ -71,13 +71,14 @@ impl Shared {
     }
 
     /// Ends what checks kept under the limits before a change of the registry: every lease
-    /// (nothing more is spent from its reserve, which is given back when its timer or its next
-    /// check finds it ended, within one lease's length) and every denial the deny cache or a
-    /// lease remembers. All of them, not the changed scopes' only: a key names its scope in
-    /// several forms, changes are rare, and a hot key's lease is renewed within a second
-    /// anyway. Both were made under one rate, which a check against another never uses: this
-    /// keeps them from holding admissions back, or from answering again should the rate
-    /// come back.
+    /// (nothing more is spent from a reserve installed so far, and its timer, woken now, gives
+    /// the rest back) and every denial the deny cache or a lease remembers. All of them, not
+    /// the changed scopes' only: a key names its scope in several forms, changes are rare,
+    /// and a hot key's lease is renewed within a second anyway. Both were made under one
+    /// rate, which a check against another never uses: this keeps a reserve from holding a
+    /// lowered threshold back, and either from answering again should the rate come back.
+    /// (A renewal on its way installs its lease afterwards, made under the rate its check
+    /// resolved: exact under that rate, as any lease.)
     pub(crate) fn limits_changed(&self) {
         if let Some(cache) = &self.deny_cache {
             cache.clear();

@@ -175,24 +175,25 @@ pub(crate) fn judge(limits: &Limits) -> Result<(), String> {
     Ok(())
 }
 
-/// Why `scope`'s entry may not set `rate`, if it may not: every limit of the scope chooses its
-/// rate per call (their tiers stay in code), or writes a cost above the rate's threshold. A
-/// scope whose limits differ (one `name` given to several attributes, perhaps of different
-/// limiters) takes the rate: the limits it contradicts ignore it, or deny their calls, as a
-/// check does without the catalog.
+/// Why `scope`'s entry may not set `rate`, if it may not: every limit of the scope either
+/// chooses its rate per call (its tiers stay in code) or writes a cost above the rate's
+/// threshold. A scope whose limits differ (one `name` given to several attributes, perhaps of
+/// different limiters) takes the rate where one of them can: the limits it contradicts
+/// ignore it, or deny their calls, as a check does without the catalog.
 ///
 /// # Errors
 ///
-/// The reason, naming the first attribute's file and line.
+/// The reason, naming each attribute's file and line.
 pub(crate) fn judge_scope_rate(scope: &str, rate: Rate) -> Result<(), String> {
-    if let Some(limit) = contradicted(scope, |limit| limit.rate.is_none()) {
-        return Err(format!(
+    let threshold = rate.threshold();
+    judge_each(scope, |limit| match limit.rate {
+        None => Some(format!(
             "its limit chooses its rate per call (`rate = expr`, {}), whose tiers stay in code: \
              set only its `mode`, or override keys",
             limit.at()
-        ));
-    }
-    judge_cost(scope, rate)
+        )),
+        Some(_) => below_cost(limit, threshold),
+    })
 }
 
 /// Why a key's override in `scope` may not set `rate`, if it may not: every limit of the
@@ -200,34 +201,40 @@ pub(crate) fn judge_scope_rate(scope: &str, rate: Rate) -> Result<(), String> {
 ///
 /// # Errors
 ///
-/// The reason, naming the first attribute's file and line.
+/// The reason, naming each attribute's file and line.
 pub(crate) fn judge_override_rate(scope: &str, rate: Rate) -> Result<(), String> {
-    judge_cost(scope, rate)
-}
-
-fn judge_cost(scope: &str, rate: Rate) -> Result<(), String> {
     let threshold = rate.threshold();
-    match contradicted(scope, |limit| {
-        limit.cost.is_some_and(|cost| cost > threshold)
-    }) {
-        Some(limit) => Err(format!(
-            "threshold {threshold} is below the cost {} a call of its limit takes ({}): no call \
-             could be admitted; give a threshold of at least the cost",
-            limit.cost.unwrap_or_default(),
-            limit.at()
-        )),
-        None => Ok(()),
-    }
+    judge_each(scope, |limit| below_cost(limit, threshold))
 }
 
-/// The first of `scope`'s declared limits when there are some and `contradicts` holds for
-/// every one of them.
-fn contradicted(
+/// What a threshold below `limit`'s written cost contradicts, if it is below.
+fn below_cost(limit: &DeclaredLimit, threshold: u64) -> Option<String> {
+    let cost = limit.cost.filter(|&cost| cost > threshold)?;
+    Some(format!(
+        "threshold {threshold} is below the cost {cost} a call of its limit takes ({}): no call \
+         could be admitted; give a threshold of at least the cost",
+        limit.at()
+    ))
+}
+
+/// `Err` with each of `scope`'s declared limits' contradiction when there are some and
+/// `contradiction` finds one in every one of them.
+fn judge_each(
     scope: &str,
-    contradicts: impl Fn(&DeclaredLimit) -> bool,
-) -> Option<&'static DeclaredLimit> {
-    let first = of(scope).next()?;
-    of(scope).all(contradicts).then_some(first)
+    contradiction: impl Fn(&DeclaredLimit) -> Option<String>,
+) -> Result<(), String> {
+    let mut reasons: Vec<String> = Vec::new();
+    for limit in of(scope) {
+        match contradiction(limit) {
+            Some(reason) if !reasons.contains(&reason) => reasons.push(reason),
+            Some(_) => {}
+            None => return Ok(()),
+        }
+    }
+    match reasons.is_empty() {
+        true => Ok(()),
+        false => Err(reasons.join("; and ")),
+    }
 }
 
 /// The declared scope `scope` most likely misspells, when it names none: a scope of the
@@ -237,15 +244,18 @@ pub(crate) fn misspelt(scope: &str) -> Option<&'static str> {
     if scope.contains('@') || of(scope).next().is_some() {
         return None;
     }
+    let length = scope.chars().count();
     declared_limits()
         .iter()
-        .map(|limit| {
-            (
-                limit.scope.as_str(),
-                strsim::levenshtein(scope, &limit.scope),
-            )
+        .map(|limit| (limit.scope.as_str(), limit.scope.chars().count()))
+        // A typo's distance, and no more than that apart in length (which no distance within
+        // it could bridge), before the distance is computed.
+        .map(|(declared, declared_length)| {
+            (declared, (declared_length / 3).max(1), declared_length)
         })
-        .filter(|&(declared, distance)| distance <= (declared.chars().count() / 3).max(1))
-        .min_by_key(|&(_, distance)| distance)
-        .map(|(declared, _)| declared)
+        .filter(|&(_, most, declared_length)| declared_length.abs_diff(length) <= most)
+        .map(|(declared, most, _)| (declared, most, strsim::levenshtein(scope, declared)))
+        .filter(|&(_, most, distance)| distance <= most)
+        .min_by_key(|&(_, _, distance)| distance)
+        .map(|(declared, _, _)| declared)
 }

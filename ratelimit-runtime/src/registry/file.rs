@@ -88,6 +88,14 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
     }
     for (scope, entry) in &file.scopes {
         let header = entry.span().start;
+        if let Some(meant) = catalog::misspelt(scope) {
+            tracing::warn!(
+                at = at(header),
+                scope,
+                meant,
+                "this scope of the limits file names no limit of the code's `#[rate_limit]`s: a misspelling?"
+            );
+        }
         let entry = entry.get_ref();
         let mut scoped = ScopeLimits::new();
         // Named at the line of the field at fault (the first of the rate's), else the header's.
@@ -188,10 +196,22 @@ fn key_entry(value: &toml::Value) -> Result<KeyEntry, String> {
             value.type_str()
         ));
     };
-    if table
-        .keys()
-        .any(|field| !KEY_FIELDS.contains(&field.as_str()))
+    if let Some((field, value)) = table
+        .iter()
+        .find(|(field, _)| !KEY_FIELDS.contains(&field.as_str()))
     {
+        // A misspelt field, named when it is a typo of one (a key's part is never quoted: a
+        // dotted key's parts are tables, and a key's text is not a typo of a field).
+        let meant = KEY_FIELDS
+            .iter()
+            .find(|known| strsim::levenshtein(field, known) <= known.len() / 3);
+        if let (Some(meant), false) = (meant, value.is_table()) {
+            return Err(format!(
+                "unknown field `{}`: did you mean `{meant}`? (the fields: {})",
+                field.escape_debug(),
+                KEY_FIELDS.join(", ")
+            ));
+        }
         return Err(format!(
             "a field that is not one of {}; a key with a dot (an IP address) must be quoted: \
              \"192.0.2.7\" = {{ block = true }}",

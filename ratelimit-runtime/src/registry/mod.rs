@@ -355,7 +355,8 @@ impl Registry {
         let mut changed = sources[source as usize].clone();
         change(&mut changed);
         catalog::judge(&changed)?;
-        for scope in changed.scopes.keys() {
+        // The file names its misspelt scopes with their lines as it reads them.
+        for scope in changed.scopes.keys().filter(|_| source != Source::File) {
             if !sources[source as usize].scopes.contains_key(scope)
                 && let Some(meant) = catalog::misspelt(scope)
             {
@@ -380,8 +381,13 @@ impl Registry {
         self.commit(&mut sources, source, changed);
     }
 
-    /// Puts `changed` in force as `source`'s entries (`sources`, under their lock).
+    /// Puts `changed` in force as `source`'s entries (`sources`, under their lock); nothing
+    /// when they are the entries in force (a reconciling loop's, a file's comment edited):
+    /// no log, and the deny cache and leases are kept.
     fn commit(&self, sources: &mut [Limits], source: Source, changed: Limits) {
+        if sources[source as usize] == changed {
+            return;
+        }
         let old_mode = self.mode();
         let old = self.snapshot.load_full();
         sources[source as usize] = changed;

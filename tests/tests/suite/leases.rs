@@ -13,7 +13,7 @@ use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
 use ratelimit_runtime::{Algorithm, FailurePolicy, Limiter, Rate, RateLimitError, rate_limit};
 use redis::AsyncCommands as _;
 use tests::proxy::{Fault, FaultProxy};
-use tests::{STATE_DEADLINE, TestRedis, scripts_run, unique_prefix, wait_for};
+use tests::{STATE_DEADLINE, TestRedis, logged, scripts_run, unique_prefix, wait_for};
 
 fn limiter(redis: &TestRedis, prefix: &str) -> Limiter {
     Limiter::builder()
@@ -1302,5 +1302,71 @@ async fn a_change_of_the_limits_ends_the_leases_and_the_remembered_denials() {
             "{key}: asked of the store"
         );
     }
+    redis.clean_up(&prefix).await;
+}
+
+/// A threshold lowered while a lease holds a reserve taken under the old one: the reserve is
+/// given back (the limits' change ends the lease and wakes its timer), so the new threshold
+/// admits exactly what it leaves, no fewer (a reserve held back) and no more.
+#[tokio::test]
+async fn a_lowered_threshold_gets_back_the_reserve_taken_under_the_old_one() {
+    use ratelimit_runtime::{Limits, ScopeLimits};
+
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-lowered");
+    let limiter = limiter(&redis, &prefix);
+    let scope = limiter.scope("lowered");
+    let old = Rate::new(1_000, HOUR).unwrap().leased();
+    let spent = 40_u64;
+    for _ in 0..spent {
+        assert!(scope.check("k", old).await.unwrap().allowed);
+    }
+    assert!(
+        logged(&limiter, "k", old).await > spent,
+        "a reserve is held beside the admissions"
+    );
+    let lowered = Rate::new(200, HOUR).unwrap();
+    limiter
+        .set_limits(Limits::new().scope("lowered", ScopeLimits::new().rate(lowered)))
+        .expect("limits accepted");
+    wait_for("the old reserve given back", STATE_DEADLINE, async || {
+        (logged(&limiter, "k", old).await == spent).then_some(())
+    })
+    .await;
+    let mut admitted = 0_u64;
+    while scope.check("k", old).await.unwrap().allowed {
+        admitted += 1;
+    }
+    assert_eq!(admitted, 200 - spent);
+    redis.clean_up(&prefix).await;
+}
+
+/// A change that changes nothing (the same limits set again, the mode in force set again, a
+/// mode cleared that was not set) keeps the deny cache and the leases: a reconciling loop
+/// does not send denied keys back to the store.
+#[tokio::test]
+async fn a_change_that_changes_nothing_keeps_the_deny_cache() {
+    use ratelimit_runtime::{Limits, Mode, ScopeLimits};
+
+    let redis = TestRedis::start_private();
+    let prefix = unique_prefix("lease-same");
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(&prefix)
+        .timeout(Duration::from_secs(5))
+        .deny_cache(true)
+        .build()
+        .unwrap();
+    let same = Limits::new().scope("elsewhere", ScopeLimits::new().mode(Mode::Shadow));
+    limiter.set_limits(same.clone()).expect("limits accepted");
+    let plain = Rate::new(5, HOUR).unwrap();
+    while limiter.check("full", plain).await.unwrap().allowed {}
+    let before = scripts_run(&redis).await;
+    limiter.set_limits(same).expect("limits accepted");
+    limiter.clear_mode();
+    for _ in 0..3 {
+        assert!(!limiter.check("full", plain).await.unwrap().allowed);
+    }
+    assert_eq!(scripts_run(&redis).await, before, "answered in process");
     redis.clean_up(&prefix).await;
 }

@@ -265,6 +265,23 @@ fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
     assert!(error.contains(&expected), "{error}");
     assert!(!error.contains("4711"), "a key in {error}");
 
+    // A misspelt field of an override is named, with the field it meant.
+    std::fs::write(
+        &path,
+        "[scopes.\"file.bulk\".keys]\n\"user-4711\" = { treshold = 90, period = \"1h\" }\n",
+    )
+    .unwrap();
+    let error = Limiter::builder()
+        .limits_file(&path)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("unknown field `treshold`: did you mean `threshold`?")
+            && !error.contains("4711"),
+        "{error}"
+    );
+
     // What the code allows: a mode over `rate = expr`, an override's rate there, a threshold
     // of the cost.
     std::fs::write(

@@ -630,3 +630,36 @@ fn an_override_costs_a_few_hundred_bytes() {
     eprintln!("{KEYS} overrides of 11-byte keys: {grown} bytes, {per_override:.0} bytes each");
     assert!(per_override < 512.0, "{per_override:.0} bytes per override");
 }
+
+// One `name` given to two attributes that differ: one chooses its rate per call, the other's
+// calls cost 10.
+#[rate_limit(name = "mixed", rate = tier(user), key = user, limiter = limiter)]
+async fn mixed_tiered(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[rate_limit(name = "mixed", period = 3600, threshold = 100, cost = 10, key = user, limiter = limiter)]
+async fn mixed_costly(limiter: &Limiter, user: &str) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+/// A scope whose limits differ takes a rate one of them can: a threshold that contradicts
+/// each of them (one for its `rate = expr`, the other for its cost) is rejected with both
+/// reasons; one the costly limit can take is accepted.
+#[tokio::test]
+async fn a_rate_that_contradicts_every_limit_of_a_mixed_scope_is_rejected() {
+    let limiter = Limiter::memory();
+    let error = limiter
+        .set_limits(Limits::new().scope("mixed", ScopeLimits::new().rate(rate(5))))
+        .expect_err("contradicts both");
+    let reason = error.to_string();
+    assert!(
+        reason.contains("rate = expr") && reason.contains("below the cost 10"),
+        "{reason}"
+    );
+    limiter
+        .set_limits(Limits::new().scope("mixed", ScopeLimits::new().rate(rate(10))))
+        .expect("the costly limit takes it");
+    mixed_costly(&limiter, "ann").await.expect("one call of 10");
+    mixed_tiered(&limiter, "ann").await.expect("its own tiers");
+}
