@@ -663,8 +663,13 @@ fn report(source: Source, old_mode: Mode, mode: Mode, old: &Snapshot, new: &Snap
             crate::telemetry::mode_changed(Some(scope));
         }
         if before.rate != after.rate {
-            let rate = |entered: Option<Entered>| entered.map(|entered| entered.rate);
-            tracing::info!(source, scope, from = ?rate(before.rate), to = ?rate(after.rate), "a rate limit's rate changed (`None`: the code's)");
+            let rate = |entered: Option<Entered>| {
+                entered.map_or_else(
+                    || "the code's".to_owned(),
+                    |entered| entered.rate.to_string(),
+                )
+            };
+            tracing::info!(source, scope, from = %rate(before.rate), to = %rate(after.rate), "a rate limit's rate changed");
         }
         if before.overrides != after.overrides {
             tracing::info!(
