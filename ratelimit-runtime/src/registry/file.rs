@@ -58,7 +58,8 @@ struct KeyEntry {
 ///
 /// # Errors
 ///
-/// A message naming the file, the line and the entry: TOML that does not parse, an unknown
+/// A message naming the file, the line and the entry of each mistake (TOML that does not
+/// parse stops at its first): TOML that does not parse, an unknown
 /// field, a threshold of 0 or above `2^32 - 1`, a period that is not a duration (`"90s"`,
 /// `"1m"`, `"1500ms"`, or whole seconds) within `1 ms..=100 years`, an unknown algorithm or
 /// mode, an expiry that is not a date-time with an offset, an override that is not exactly one
@@ -81,10 +82,13 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
         format!("{}{line}: {message}", path.display())
     })?;
     let mut limits = Limits::new();
+    // Every mistake, in the file's order, so that an operator fixes them in one edit.
+    let mut mistakes: Vec<(usize, String)> = Vec::new();
     if let Some(mode) = &file.mode {
-        limits.mode = Some(
-            mode_of(mode.get_ref()).map_err(|e| format!("{}: mode: {e}", at(mode.span().start)))?,
-        );
+        match mode_of(mode.get_ref()) {
+            Ok(parsed) => limits.mode = Some(parsed),
+            Err(e) => mistakes.push((mode.span().start, format!("mode: {e}"))),
+        }
     }
     for (scope, entry) in &file.scopes {
         let header = entry.span().start;
@@ -96,86 +100,127 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
                 "this scope of the limits file names no limit of the code's `#[rate_limit]`s: a misspelling?"
             );
         }
-        let entry = entry.get_ref();
-        let mut scoped = ScopeLimits::new();
-        // Named at the line of the field at fault (the first of the rate's), else the header's.
-        let named = |offset: usize, e: String| {
-            format!("{}: scope \"{}\": {e}", at(offset), scope.escape_debug())
-        };
-        let rate_line = [
-            entry.threshold.as_ref().map(|field| field.span().start),
-            entry.period.as_ref().map(|field| field.span().start),
-            entry.algorithm.as_ref().map(|field| field.span().start),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(header);
-        if let Some((rate, code_algorithm)) = rate_of(
-            entry.threshold.as_ref().map(|field| *field.get_ref()),
-            entry.period.as_ref().map(Spanned::get_ref),
-            entry
-                .algorithm
-                .as_ref()
-                .map(|field| field.get_ref().as_str()),
-        )
-        .map_err(|e| named(rate_line, e))?
-        {
-            catalog::judge_scope_rate(scope, rate).map_err(|e| named(rate_line, e))?;
+        match scope_entry(scope, entry) {
+            Ok(scoped) => {
+                limits.scopes.insert(scope.clone(), scoped);
+            }
+            Err(found) => mistakes.extend(found),
+        }
+    }
+    mistakes.sort_by_key(|(offset, _)| *offset);
+    match mistakes.as_slice() {
+        [] => Ok(limits),
+        [(offset, mistake)] => Err(format!("{}: {mistake}", at(*offset))),
+        several => {
+            let lines: Vec<String> = several
+                .iter()
+                .map(|(offset, mistake)| format!("{}: {mistake}", at(*offset)))
+                .collect();
+            Err(format!("{} mistakes:\n{}", several.len(), lines.join("\n")))
+        }
+    }
+}
+
+/// `[scopes."<scope>"]`'s entry as the registry takes it, or each of its mistakes with the
+/// offset of the field at fault (the first of a rate's), else of the entry's header.
+fn scope_entry(
+    scope: &str,
+    entry: &Spanned<ScopeEntry>,
+) -> Result<ScopeLimits, Vec<(usize, String)>> {
+    let header = entry.span().start;
+    let entry = entry.get_ref();
+    let mut scoped = ScopeLimits::new();
+    let mut mistakes = Vec::new();
+    let named = |e: String| format!("scope \"{}\": {e}", scope.escape_debug());
+    let rate_line = [
+        entry.threshold.as_ref().map(|field| field.span().start),
+        entry.period.as_ref().map(|field| field.span().start),
+        entry.algorithm.as_ref().map(|field| field.span().start),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(header);
+    let rate = rate_of(
+        entry.threshold.as_ref().map(|field| *field.get_ref()),
+        entry.period.as_ref().map(Spanned::get_ref),
+        entry
+            .algorithm
+            .as_ref()
+            .map(|field| field.get_ref().as_str()),
+    )
+    .and_then(|rate| match rate {
+        Some((rate, code_algorithm)) => {
+            catalog::judge_scope_rate(scope, rate).map(|()| Some((rate, code_algorithm)))
+        }
+        None => Ok(None),
+    });
+    match rate {
+        Ok(Some((rate, code_algorithm))) => {
             scoped.rate = Some(rate);
             scoped.code_algorithm = code_algorithm;
         }
-        if let Some(mode) = &entry.mode {
-            let parsed = mode_of(mode.get_ref())
-                .map_err(|e| named(mode.span().start, format!("mode: {e}")))?;
-            scoped.mode = Some(parsed);
-        }
-        for (key, over) in &entry.keys {
-            let where_ = at(over.span().start);
-            let named = |e: String| {
-                format!(
-                    "{where_}: scope \"{}\", the override of the key on this line: {e}",
-                    scope.escape_debug()
-                )
-            };
-            let over = key_entry(over.get_ref()).map_err(named)?;
-            let rate = rate_of(
-                over.threshold,
-                over.period.as_ref(),
-                over.algorithm.as_deref(),
-            )
-            .map_err(named)?;
-            let mut entered = match (rate, over.block, over.exempt) {
-                (Some((rate, code_algorithm)), false, false) => {
-                    catalog::judge_override_rate(scope, rate).map_err(named)?;
-                    Override {
-                        code_algorithm,
-                        ..Override::rate(rate)
-                    }
-                }
-                (None, true, false) => Override::block(),
-                (None, false, true) => Override::exempt(),
-                (None, false, false) => {
-                    return Err(named(
-                        "say what it does: a rate (`threshold` and `period`), `block = true` or \
-                         `exempt = true`"
-                            .into(),
-                    ));
-                }
-                _ => {
-                    return Err(named(
-                        "one of a rate, `block = true` and `exempt = true`, not several".into(),
-                    ));
-                }
-            };
-            if let Some(until) = &over.until {
-                entered = entered.until(time_of(until).map_err(|e| named(format!("until: {e}")))?);
-            }
-            scoped.overrides.insert(key.clone(), entered);
-        }
-        limits.scopes.insert(scope.clone(), scoped);
+        Ok(None) => {}
+        Err(e) => mistakes.push((rate_line, named(e))),
     }
-    Ok(limits)
+    if let Some(mode) = &entry.mode {
+        match mode_of(mode.get_ref()) {
+            Ok(parsed) => scoped.mode = Some(parsed),
+            Err(e) => mistakes.push((mode.span().start, named(format!("mode: {e}")))),
+        }
+    }
+    for (key, over) in &entry.keys {
+        match key_override(scope, over.get_ref()) {
+            Ok(entered) => {
+                scoped.overrides.insert(key.clone(), entered);
+            }
+            Err(e) => mistakes.push((
+                over.span().start,
+                format!(
+                    "scope \"{}\", the override of the key on this line: {e}",
+                    scope.escape_debug()
+                ),
+            )),
+        }
+    }
+    if mistakes.is_empty() {
+        Ok(scoped)
+    } else {
+        Err(mistakes)
+    }
+}
+
+/// A key's override in `scope` from its value (the key itself is never quoted).
+fn key_override(scope: &str, value: &toml::Value) -> Result<Override, String> {
+    let over = key_entry(value)?;
+    let rate = rate_of(
+        over.threshold,
+        over.period.as_ref(),
+        over.algorithm.as_deref(),
+    )?;
+    let entered = match (rate, over.block, over.exempt) {
+        (Some((rate, code_algorithm)), false, false) => {
+            catalog::judge_override_rate(scope, rate)?;
+            Override {
+                code_algorithm,
+                ..Override::rate(rate)
+            }
+        }
+        (None, true, false) => Override::block(),
+        (None, false, true) => Override::exempt(),
+        (None, false, false) => {
+            return Err(
+                "say what it does: a rate (`threshold` and `period`), `block = true` or \
+                 `exempt = true`"
+                    .into(),
+            );
+        }
+        _ => return Err("one of a rate, `block = true` and `exempt = true`, not several".into()),
+    };
+    match &over.until {
+        Some(until) => Ok(entered.until(time_of(until).map_err(|e| format!("until: {e}"))?)),
+        None => Ok(entered),
+    }
 }
 
 /// The fields of a key's override.

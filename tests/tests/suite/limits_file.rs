@@ -265,6 +265,27 @@ fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
     assert!(error.contains(&expected), "{error}");
     assert!(!error.contains("4711"), "a key in {error}");
 
+    // Every mistake is named, each at its line, in the file's order.
+    std::fs::write(
+        &path,
+        "mode = \"of\"\n\n[scopes.\"file.bulk\"]\nthreshold = 5\nperiod = \"1h\"\n\n[scopes.\"file.tiered\"]\nthreshold = 50\nperiod = \"1h\"\n",
+    )
+    .unwrap();
+    let error = Limiter::builder()
+        .limits_file(&path)
+        .build()
+        .unwrap_err()
+        .to_string();
+    let shown = path.display();
+    for expected in [
+        "3 mistakes:".to_owned(),
+        format!("{shown}:1: mode: `of` is not a mode"),
+        format!("{shown}:4: scope \"file.bulk\": threshold 5 is below the cost 10"),
+        format!("{shown}:8: scope \"file.tiered\": its limit chooses its rate per call"),
+    ] {
+        assert!(error.contains(&expected), "{expected} in {error}");
+    }
+
     // A misspelt field of an override is named, with the field it meant.
     std::fs::write(
         &path,
