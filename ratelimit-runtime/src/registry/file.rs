@@ -79,7 +79,15 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
         } else {
             message
         };
-        format!("{}{line}: {message}", path.display())
+        // A scope's name with `::` (a function's path) or `.` left unquoted: what it takes.
+        let hint = if message.starts_with("invalid unquoted key")
+            || (message.starts_with("unknown field") && has_dotted_scope(text))
+        {
+            "; a scope named with `::`, `.`, `#` or `@` is quoted: [scopes.\"app::search\"]"
+        } else {
+            ""
+        };
+        format!("{}{line}: {message}{hint}", path.display())
     })?;
     let mut limits = Limits::new();
     // Every mistake, in the file's order, so that an operator fixes them in one edit.
@@ -119,6 +127,24 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
             Err(format!("{} mistakes:\n{}", several.len(), lines.join("\n")))
         }
     }
+}
+
+/// Whether a scope of `text` holds a table other than `keys`: a scope's name with a dot left
+/// unquoted (`[scopes.app.search]` is the table `search` in the scope `app`).
+fn has_dotted_scope(text: &str) -> bool {
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return false;
+    };
+    let Some(toml::Value::Table(scopes)) = table.get("scopes") else {
+        return false;
+    };
+    scopes.values().any(|entry| {
+        entry.as_table().is_some_and(|fields| {
+            fields
+                .iter()
+                .any(|(field, value)| field != "keys" && value.is_table())
+        })
+    })
 }
 
 /// `[scopes."<scope>"]`'s entry as the registry takes it, or each of its mistakes with the
@@ -674,6 +700,30 @@ mode = "off"
                 "must be quoted",
             ),
             ("[scopes.a.keys]\nbob = 3\n", "an override is a table"),
+            // A scope's name with `::` or `.` left unquoted: told to quote it.
+            (
+                "[scopes.app::search]\nmode = \"off\"\n",
+                "is quoted: [scopes.\"app::search\"]",
+            ),
+            (
+                "[scopes.app.search]\nmode = \"off\"\n",
+                "unknown field `search`",
+            ),
+            (
+                "[scopes.app.search]\nmode = \"off\"\n",
+                "is quoted: [scopes.\"app::search\"]",
+            ),
+            // A misspelt field of an override: named, with the field it meant.
+            (
+                "[scopes.a.keys]\nbob = { treshold = 3, period = \"1m\" }\n",
+                "unknown field `treshold`: did you mean `threshold`?",
+            ),
+            // Every mistake, each at its line.
+            (
+                "mode = \"of\"\n[scopes.a]\nthreshold = 0\nperiod = \"1m\"\n",
+                "2 mistakes:\nlimits.toml:1: mode: `of` is not a mode: `enforce`, `shadow` or \
+                 `off`\nlimits.toml:3: scope \"a\": threshold 0",
+            ),
             (
                 "[scopes.a.keys]\nbob = { threshold = \"x\", period = 1 }\n",
                 "limits.toml:2:",
@@ -682,6 +732,10 @@ mode = "off"
         for (text, expected) in cases {
             let error = parsed(text).expect_err(text);
             assert!(error.contains(expected), "{text:?}: {error}");
+            assert!(
+                !expected.contains("unknown field `limit`") || !error.contains("is quoted"),
+                "a scope's hint for a field's mistake: {error}"
+            );
             assert!(
                 !error.contains("bob") && !error.contains("168"),
                 "a key quoted: {error}"
