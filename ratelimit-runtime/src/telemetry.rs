@@ -39,7 +39,7 @@ impl Timer {
 /// gives when denied: counted in the metrics (timed by `timer`) and, for a scoped check, its
 /// decision's event: trace when admitted, debug when denied (with the key without its
 /// `scope:` prefix, and the retry-after). Checks made by hand have no event.
-#[inline]
+#[inline(always)]
 pub(crate) fn decided(
     scope: Option<&str>,
     key: &str,

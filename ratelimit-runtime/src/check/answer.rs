@@ -13,7 +13,7 @@ use crate::error::{RateLimitError, StoreError};
 use crate::limit::LimitRef;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
-use crate::registry::Resolved;
+use crate::registry::{Mode, Resolved};
 use crate::store::Access;
 use crate::store::memory::Verdict;
 use crate::telemetry::{self, Timer};
@@ -65,7 +65,9 @@ impl Shared {
     ) -> Next {
         let timer = Timer::start();
         let LimitRef { key, rate, cost } = limit;
-        if self.off() {
+        // The limiter's mode, read once for the whole check.
+        let mode = self.registry.mode();
+        if mode == Mode::Off {
             return Next::Answered(Ok(Decision::exempt()));
         }
         match self.store.access() {
@@ -73,14 +75,15 @@ impl Shared {
                 debug_assert_eq!(cost, 1, "other costs are checked by `all.rs`");
                 let verdict = store.verdict(key, rate, at);
                 let admitted = verdict.is_admitted();
+                let shadow = mode == Mode::Shadow;
                 telemetry::decided(
                     scope,
                     key,
-                    Some(admitted || self.shadow()),
+                    Some(admitted || shadow),
                     || verdict.retry_after(),
                     timer,
                 );
-                if !admitted && self.shadow() {
+                if !admitted && shadow {
                     telemetry::shadow_denied(scope, key);
                 }
                 Next::InProcess(verdict)
