@@ -383,21 +383,37 @@ impl Leases {
     /// remembered denials are dropped.
     pub(crate) fn end_all(&self) {
         let now = Instant::now();
-        {
-            let mut table = self.lock();
-            for (_, entry) in &mut table.leases {
-                entry.state.ends = entry.state.ends.min(now);
-                entry.state.denied = None;
-            }
+        let mut table = self.lock();
+        for (_, entry) in &mut table.leases {
+            entry.state.ends = entry.state.ends.min(now);
+            entry.state.denied = None;
         }
+        // Under the table's lock: a lease installed after this pass (by a renewal on its way)
+        // is installed after the notification too, so its timer, which listens before it
+        // reads its lease, is not woken by it (and waits for its own end).
         self.ended.notify(usize::MAX);
     }
 
-    /// A wake-up for when every lease ends early: listened to before a timer reads how long
-    /// its lease lasts ([`ends_in`](Leases::ends_in)), so that no [`end_all`](Leases::end_all)
-    /// falls between the two unseen.
-    pub(super) fn ended(&self) -> event_listener::EventListener {
-        self.ended.listen()
+    /// Waits until the lease of `limit` named `name` has ended: at its end, or when
+    /// [`end_all`](Leases::end_all) ends it early; at once when `limit`'s lease is another one
+    /// by then (installed over it, which gave its reserve back). A lease's timer awaits this,
+    /// then gives back what is left.
+    pub(super) async fn until_ended(&self, limit: LimitRef<'_>, name: &Admission) {
+        loop {
+            // Listened to before the lease is read, so that no early end between the two is
+            // missed.
+            let ended = self.ended.listen();
+            let left = self.with(limit, |state| {
+                (state.name == *name).then(|| state.ends.saturating_duration_since(Instant::now()))
+            });
+            match left {
+                Some(left) if !left.is_zero() => {
+                    let sleep = std::pin::pin!(crate::runtime::sleep(left));
+                    futures_util::future::select(sleep, ended).await;
+                }
+                _ => return,
+            }
+        }
     }
 
     /// `limit`'s lease, made when it has none.
@@ -467,13 +483,6 @@ impl Leases {
     /// [`State::take_ended`]).
     pub(super) fn take_ended(&self, limit: LimitRef<'_>) -> Option<GiveBack> {
         self.with(limit, |state| state.take_ended(limit.rate, Instant::now()))
-    }
-
-    /// How long `limit`'s reserve may still be spent for.
-    pub(super) fn ends_in(&self, limit: LimitRef<'_>) -> Duration {
-        self.with(limit, |state| {
-            state.ends.saturating_duration_since(Instant::now())
-        })
     }
 
     /// What a check of `limit` that saw `seen` renewals before it waited does, now that it
@@ -868,45 +877,75 @@ mod tests {
         ));
     }
 
-    /// Ending every lease (the limits changed) stops their reserves at once, drops their
-    /// remembered denials, and wakes the timers that listened before it, and those that
-    /// listen after it find their lease ended: no timer sleeps through it.
+    /// Ending every lease (the limits changed) stops its reserve at once, drops its remembered
+    /// denial, and wakes its timer, which gives back the rest once; a lease installed after
+    /// that (a renewal that was on its way) is not ended by it: its timer waits for its own
+    /// end, or the next change. Each lease here lasts an hour: a timer that returns was woken.
     #[test]
     fn ending_every_lease_stops_its_reserve_and_wakes_its_timer() {
-        use std::future::Future;
-        use std::pin::pin;
-        use std::task::{Context, Poll, Waker};
+        const HOUR: Duration = Duration::from_secs(3_600);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let leases = Arc::new(Leases::new(Some(SECOND)));
+            let limit = LimitRef {
+                key: "k",
+                rate: rate(1_000),
+                cost: 1,
+            };
+            let install = |byte: u8| {
+                leases.with(limit, |state| {
+                    renewed(
+                        state,
+                        byte,
+                        Instant::now(),
+                        Some(&grant(1_000, 40, 7, HOUR)),
+                    )
+                })
+            };
+            let timer = |byte: u8| {
+                let leases = Arc::clone(&leases);
+                tokio::spawn(async move {
+                    let limit = LimitRef {
+                        key: "k",
+                        rate: rate(1_000),
+                        cost: 1,
+                    };
+                    leases.until_ended(limit, &name(byte)).await;
+                })
+            };
+            let _ = leases.lease(limit);
+            assert!(install(1).is_none());
+            assert!(matches!(leases.spend(limit), Spent::Admitted(_)));
+            assert!(matches!(leases.spend(limit), Spent::Admitted(_)));
+            let first = timer(1);
+            tokio::task::yield_now().await;
+            assert!(!first.is_finished(), "waiting for its lease's end");
 
-        let leases = Leases::new(Some(Duration::from_secs(1)));
-        let rate = rate(1_000);
-        let limit = LimitRef {
-            key: "k",
-            rate,
-            cost: 1,
-        };
-        let _ = leases.lease(limit);
-        let installed = leases.with(limit, |state| {
-            renewed(state, 1, Instant::now(), Some(&grant(1_000, 40, 7, SECOND)))
+            leases.end_all();
+            first.await.expect("woken by the change");
+            assert!(
+                matches!(leases.spend(limit), Spent::Nothing),
+                "nothing more is spent"
+            );
+            let back = leases.take_ended(limit).expect("the rest given back");
+            assert_eq!(back.left, 5, "7 reserved, 2 spent");
+            assert!(leases.take_ended(limit).is_none(), "once");
+
+            // A renewal installed after the change: its own end, or the next change.
+            leases.with(limit, |state| state.renewing = None);
+            assert!(install(2).is_none());
+            let second = timer(2);
+            tokio::task::yield_now().await;
+            assert!(!second.is_finished(), "not ended by the change before it");
+            assert!(matches!(leases.spend(limit), Spent::Admitted(_)));
+            leases.end_all();
+            second.await.expect("woken by the next change");
+            assert_eq!(leases.take_ended(limit).map(|back| back.left), Some(6));
+            // A timer of a lease another was installed over returns at once.
+            timer(1).await.expect("not its lease any more");
         });
-        assert!(installed.is_none());
-        assert!(matches!(leases.spend(limit), Spent::Admitted(_)));
-        assert!(matches!(leases.spend(limit), Spent::Admitted(_)));
-        let mut listening = pin!(leases.ended());
-        let mut cx = Context::from_waker(Waker::noop());
-        assert!(listening.as_mut().poll(&mut cx).is_pending());
-        leases.end_all();
-        assert!(matches!(listening.as_mut().poll(&mut cx), Poll::Ready(())));
-        assert!(
-            matches!(leases.spend(limit), Spent::Nothing),
-            "nothing more is spent"
-        );
-        assert_eq!(
-            leases.ends_in(limit),
-            Duration::ZERO,
-            "a timer listening now wakes at once"
-        );
-        let back = leases.take_ended(limit).expect("the rest given back");
-        assert_eq!(back.left, 5, "7 reserved, 2 spent");
-        assert!(leases.take_ended(limit).is_none(), "once");
     }
 }

@@ -127,6 +127,9 @@ impl Shared {
                 rate,
                 cost: 1,
             };
+            // Held from before the grant is installed until its timer ends: no sweep takes
+            // the entry of a lease with a reserve, even one whose caller stopped waiting.
+            let held = shared.leases.lease(limit);
             let name = shared.store.lease_name();
             let sent = Instant::now();
             let outcome = shared.store.lease(limit, &name, wanted, lasts(rate)).await;
@@ -141,25 +144,22 @@ impl Shared {
             if grant.reserved > 0 && installed {
                 // The timer holds the lease, so that no sweep takes its entry before it ends.
                 let shared = Arc::clone(&shared);
-                let lease = shared.leases.lease(limit);
                 timers.spawn(async move {
                     let limit = LimitRef {
                         key: &key,
                         rate,
                         cost: 1,
                     };
-                    // Until the lease ends, or every lease is ended early (the limits
-                    // changed): listened to first, so that an early end is never missed.
-                    let ended = shared.leases.ended();
-                    let ends_in = shared.leases.ends_in(limit);
-                    let sleep = std::pin::pin!(runtime::sleep(ends_in));
-                    futures_util::future::select(sleep, ended).await;
+                    // Until the lease ends, or the limits changed and ended it early.
+                    shared.leases.until_ended(limit, &name).await;
                     let give_back = shared.leases.take_ended(limit);
                     if let (Some(give_back), Some(runtime)) = (give_back, Runtime::current()) {
                         shared.give_back(&runtime, limit, give_back);
                     }
-                    drop(lease);
+                    drop(held);
                 });
+            } else {
+                drop(held);
             }
             Ok(grant.decision)
         };

@@ -74,20 +74,24 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
         });
         let message = error.message().trim_end();
         // toml quotes a key given twice, which may be a caller's key (a user identifier).
+        const QUOTE: &str =
+            "a scope named with `::`, `.`, `#` or `@` is quoted: [scopes.\"app::search\"]";
         let message = if message.starts_with("duplicate key") {
-            "an entry given twice (a scope, a key's override or a field): keep one"
+            "an entry given twice (a scope, a key's override or a field): keep one".to_owned()
+        } else if message.starts_with("invalid unquoted key") {
+            // A scope's name with `::` (a function's path) left unquoted.
+            format!("{message}; {QUOTE}")
+        } else if message.starts_with("unknown field") && has_misplaced_table(text) {
+            // A table where a field goes: a key's override outside `.keys`, or a scope's name
+            // with a dot left unquoted. Its name may be a caller's key: not quoted.
+            format!(
+                "a table where a field goes (not quoted: it may be a key): a key's override \
+                 goes under [scopes.\"<scope>\".keys], and {QUOTE}"
+            )
         } else {
-            message
+            message.to_owned()
         };
-        // A scope's name with `::` (a function's path) or `.` left unquoted: what it takes.
-        let hint = if message.starts_with("invalid unquoted key")
-            || (message.starts_with("unknown field") && has_dotted_scope(text))
-        {
-            "; a scope named with `::`, `.`, `#` or `@` is quoted: [scopes.\"app::search\"]"
-        } else {
-            ""
-        };
-        format!("{}{line}: {message}{hint}", path.display())
+        format!("{}{line}: {message}", path.display())
     })?;
     let mut limits = Limits::new();
     // Every mistake, in the file's order, so that an operator fixes them in one edit.
@@ -129,22 +133,28 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
     }
 }
 
-/// Whether a scope of `text` holds a table other than `keys`: a scope's name with a dot left
-/// unquoted (`[scopes.app.search]` is the table `search` in the scope `app`).
-fn has_dotted_scope(text: &str) -> bool {
+/// Whether `text` holds a table where a field goes: at the top, anything but `scopes`; in a
+/// scope, anything but `keys` (a key's override written outside `.keys`, or a scope's name
+/// with a dot left unquoted: `[scopes.app.search]` is the table `search` in the scope `app`).
+fn has_misplaced_table(text: &str) -> bool {
     let Ok(table) = text.parse::<toml::Table>() else {
         return false;
     };
-    let Some(toml::Value::Table(scopes)) = table.get("scopes") else {
-        return false;
+    let misplaced = |fields: &toml::Table, allowed: &str| {
+        fields
+            .iter()
+            .any(|(field, value)| field != allowed && value.is_table())
     };
-    scopes.values().any(|entry| {
-        entry.as_table().is_some_and(|fields| {
-            fields
-                .iter()
-                .any(|(field, value)| field != "keys" && value.is_table())
-        })
-    })
+    misplaced(&table, "scopes")
+        || table
+            .get("scopes")
+            .and_then(toml::Value::as_table)
+            .is_some_and(|scopes| {
+                scopes
+                    .values()
+                    .filter_map(toml::Value::as_table)
+                    .any(|entry| misplaced(entry, "keys"))
+            })
 }
 
 /// `[scopes."<scope>"]`'s entry as the registry takes it, or each of its mistakes with the
@@ -707,12 +717,18 @@ mode = "off"
             ),
             (
                 "[scopes.app.search]\nmode = \"off\"\n",
-                "unknown field `search`",
+                "limits.toml:1: a table where a field goes",
             ),
             (
                 "[scopes.app.search]\nmode = \"off\"\n",
                 "is quoted: [scopes.\"app::search\"]",
             ),
+            // A key's override outside `.keys`, in a scope or at the top: not quoted.
+            (
+                "[scopes.a]\nbob = { block = true }\n",
+                "goes under [scopes.\"<scope>\".keys]",
+            ),
+            ("bob = { block = true }\n", "a table where a field goes"),
             // A misspelt field of an override: named, with the field it meant.
             (
                 "[scopes.a.keys]\nbob = { treshold = 3, period = \"1m\" }\n",

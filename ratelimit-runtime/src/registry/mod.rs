@@ -382,8 +382,10 @@ impl Registry {
     }
 
     /// Puts `changed` in force as `source`'s entries (`sources`, under their lock); nothing
-    /// when they are the entries in force (a reconciling loop's, a file's comment edited):
-    /// no log, and the deny cache and leases are kept.
+    /// when they are that source's entries already (a reconciling loop's, a file's comment
+    /// edited): no log, and the deny cache and leases are kept. (A source that repeats
+    /// another's entry, or sets the mode in force, changes its own entries: that is a
+    /// change.)
     fn commit(&self, sources: &mut [Limits], source: Source, changed: Limits) {
         if sources[source as usize] == changed {
             return;

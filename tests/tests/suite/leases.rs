@@ -1283,13 +1283,19 @@ async fn a_change_of_the_limits_ends_the_leases_and_the_remembered_denials() {
         "the reserve of a lease from before the change was spent"
     );
 
-    // Denials remembered by a lease and by the deny cache, on a limiter of their own (whose
-    // leases, all spent once denied, have nothing to give back: no other script runs).
+    redis.clean_up(&prefix).await;
+
+    // Denials remembered by a lease and by the deny cache (for an hour: however slow the
+    // machine), on a server of their own, where the first limiter's leases give nothing back,
+    // and a limiter whose leases, all spent once denied, have nothing to give back: every
+    // script counted is a check's.
+    let redis = TestRedis::start_private();
     let limiter = Limiter::builder()
         .redis_url(redis.url())
         .key_prefix(&prefix)
         .timeout(Duration::from_secs(5))
         .deny_cache(true)
+        .deny_cache_ttl(HOUR)
         .build()
         .unwrap();
     let leased = Rate::new(40, HOUR).unwrap().leased();
@@ -1322,7 +1328,15 @@ async fn a_lowered_threshold_gets_back_the_reserve_taken_under_the_old_one() {
 
     let redis = TestRedis::start_private();
     let prefix = unique_prefix("lease-lowered");
-    let limiter = limiter(&redis, &prefix);
+    // No deny cache: a denial met while a reserve was on its way back is not remembered.
+    let limiter = Limiter::builder()
+        .redis_url(redis.url())
+        .key_prefix(&prefix)
+        .failure_policy(FailurePolicy::Closed)
+        .timeout(Duration::from_secs(5))
+        .deny_cache(false)
+        .build()
+        .expect("build a Redis limiter");
     let scope = limiter.scope("lowered");
     let old = Rate::new(1_000, HOUR).unwrap().leased();
     // Checks until a lease holds a reserve beside the admissions (leases grow as they are
@@ -1361,9 +1375,9 @@ async fn a_lowered_threshold_gets_back_the_reserve_taken_under_the_old_one() {
     redis.clean_up(&prefix).await;
 }
 
-/// A change that changes nothing (the same limits set again, the mode in force set again, a
-/// mode cleared that was not set) keeps the deny cache and the leases: a reconciling loop
-/// does not send denied keys back to the store.
+/// A change that leaves the API's entries as they were (the same limits set again, a mode
+/// cleared that was not set) keeps the deny cache: a reconciling loop does not send denied
+/// keys back to the store.
 #[tokio::test]
 async fn a_change_that_changes_nothing_keeps_the_deny_cache() {
     use ratelimit_runtime::{Limits, Mode, ScopeLimits};
@@ -1375,6 +1389,7 @@ async fn a_change_that_changes_nothing_keeps_the_deny_cache() {
         .key_prefix(&prefix)
         .timeout(Duration::from_secs(5))
         .deny_cache(true)
+        .deny_cache_ttl(HOUR)
         .build()
         .unwrap();
     let same = Limits::new().scope("elsewhere", ScopeLimits::new().mode(Mode::Shadow));
