@@ -436,20 +436,13 @@ impl View {
         key: impl FnOnce() -> Option<std::borrow::Cow<'k, str>>,
         now: impl FnOnce() -> u64,
     ) -> Resolved {
-        match self.snapshot.mode {
-            Mode::Off => Resolved::Exempt,
-            limiter if self.snapshot.scopes.is_empty() => Resolved::Check {
-                rate,
-                shadow: limiter == Mode::Shadow,
-            },
-            _ => self.resolve_entry(
-                scope,
-                rate,
-                per_call,
-                |_| key().map(crate::layout::escape_key_cow),
-                now,
-            ),
-        }
+        self.resolve_escaped(
+            scope,
+            rate,
+            per_call,
+            |_| key().map(crate::layout::escape_key_cow),
+            now,
+        )
     }
 
     /// What the attribute's check of its one limit in `scope`, of the key `stored` (`E(scope)`
@@ -464,19 +457,33 @@ impl View {
         stored: &str,
         now: impl FnOnce() -> u64,
     ) -> Resolved {
+        self.resolve_escaped(
+            scope,
+            rate,
+            false,
+            |prefix| stored.strip_prefix(prefix).map(std::borrow::Cow::Borrowed),
+            now,
+        )
+    }
+
+    /// What a check of `scope`'s limit does, `key` giving the caller's key escaped (see
+    /// [`resolve_entry`](View::resolve_entry)): without a look-up while no scope has an entry.
+    #[inline(always)]
+    fn resolve_escaped<'k>(
+        &self,
+        scope: &str,
+        rate: Rate,
+        per_call: bool,
+        key: impl FnOnce(&str) -> Option<std::borrow::Cow<'k, str>>,
+        now: impl FnOnce() -> u64,
+    ) -> Resolved {
         match self.snapshot.mode {
             Mode::Off => Resolved::Exempt,
             limiter if self.snapshot.scopes.is_empty() => Resolved::Check {
                 rate,
                 shadow: limiter == Mode::Shadow,
             },
-            _ => self.resolve_entry(
-                scope,
-                rate,
-                false,
-                |prefix| stored.strip_prefix(prefix).map(std::borrow::Cow::Borrowed),
-                now,
-            ),
+            _ => self.resolve_entry(scope, rate, per_call, key, now),
         }
     }
 

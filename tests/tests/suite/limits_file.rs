@@ -225,38 +225,32 @@ fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
         "{reason}"
     );
 
-    std::fs::write(&path, "[scopes.a]\nthreshold = 1\nperiod = \"1h\"\n\n[scopes.b]\nthreshold = 0\nperiod = \"1h\"\n").unwrap();
-    let error = Limiter::builder().limits_file(&path).build().unwrap_err();
+    let error = build_error(
+        &path,
+        "[scopes.a]\nthreshold = 1\nperiod = \"1h\"\n\n[scopes.b]\nthreshold = 0\nperiod = \"1h\"\n",
+    );
     // The line of the field at fault.
     let expected = format!("{}:6: scope \"b\": threshold 0", path.display());
-    assert!(error.to_string().contains(&expected), "{error}");
+    assert!(error.contains(&expected), "{error}");
 
     // What the code's limits reject: at the line of the rate, naming the attribute's line
     // (that of its function's name), never the key.
     let tiered_line = line_of_fn("tiered");
-    std::fs::write(
+    let error = build_error(
         &path,
         "[scopes.\"file.tiered\"]\nmode = \"shadow\"\nthreshold = 5\nperiod = \"1h\"\n",
-    )
-    .unwrap();
-    let error = Limiter::builder().limits_file(&path).build().unwrap_err();
+    );
     let expected = format!(
         "{}:3: scope \"file.tiered\": its limit chooses its rate per call (`rate = expr`, {}:{tiered_line})",
         path.display(),
         file!()
     );
-    assert!(error.to_string().contains(&expected), "{error}");
+    assert!(error.contains(&expected), "{error}");
     let bulk_line = line_of_fn("bulk");
-    std::fs::write(
+    let error = build_error(
         &path,
         "[scopes.\"file.bulk\".keys]\n\"user-4711\" = { threshold = 9, period = \"1h\" }\n",
-    )
-    .unwrap();
-    let error = Limiter::builder()
-        .limits_file(&path)
-        .build()
-        .unwrap_err()
-        .to_string();
+    );
     let expected = format!(
         "{}:2: scope \"file.bulk\", the override of the key on this line: threshold 9 is below the cost 10 a call of its limit takes ({}:{bulk_line})",
         path.display(),
@@ -266,16 +260,10 @@ fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
     assert!(!error.contains("4711"), "a key in {error}");
 
     // Every mistake is named, each at its line, in the file's order.
-    std::fs::write(
+    let error = build_error(
         &path,
         "mode = \"of\"\n\n[scopes.\"file.bulk\"]\nthreshold = 5\nperiod = \"1h\"\n\n[scopes.\"file.tiered\"]\nthreshold = 50\nperiod = \"1h\"\n",
-    )
-    .unwrap();
-    let error = Limiter::builder()
-        .limits_file(&path)
-        .build()
-        .unwrap_err()
-        .to_string();
+    );
     let shown = path.display();
     for expected in [
         "3 mistakes:".to_owned(),
@@ -287,16 +275,10 @@ fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
     }
 
     // A misspelt field of an override is named, with the field it meant.
-    std::fs::write(
+    let error = build_error(
         &path,
         "[scopes.\"file.bulk\".keys]\n\"user-4711\" = { treshold = 90, period = \"1h\" }\n",
-    )
-    .unwrap();
-    let error = Limiter::builder()
-        .limits_file(&path)
-        .build()
-        .unwrap_err()
-        .to_string();
+    );
     assert!(
         error.contains("unknown field `treshold`: did you mean `threshold`?")
             && !error.contains("4711"),
@@ -317,12 +299,18 @@ fn a_missing_or_bad_file_is_a_build_error_naming_the_file_and_the_line() {
 }
 
 /// The line of `async fn <name>(` in this file.
-fn line_of_fn(name: &str) -> usize {
-    let needle = format!("async fn {name}(");
-    1 + include_str!("limits_file.rs")
-        .lines()
-        .position(|line| line.starts_with(&needle))
-        .expect("the function is in this file")
+fn line_of_fn(name: &str) -> u32 {
+    crate::support::line_of_fn(include_str!("limits_file.rs"), name)
+}
+
+/// The build error of a limiter whose limits file at `path` holds `text`.
+fn build_error(path: &Path, text: &str) -> String {
+    std::fs::write(path, text).expect("write the limits file");
+    Limiter::builder()
+        .limits_file(path)
+        .build()
+        .expect_err("a bad limits file")
+        .to_string()
 }
 
 /// The attributes above are in the catalog, called or not, and their limits are those a file
@@ -340,7 +328,7 @@ async fn the_file_is_judged_against_limits_declared_before_any_call() {
         .find(|limit| limit.scope() == "file.bulk")
         .expect("file.bulk in the catalog");
     assert_eq!(bulk_limit.cost(), Some(10));
-    assert_eq!(bulk_limit.line() as usize, line_of_fn("bulk"));
+    assert_eq!(bulk_limit.line(), line_of_fn("bulk"));
     let limiter = Limiter::memory();
     tiered(&limiter, "ann").await.expect("admitted");
     bulk(&limiter, "ann").await.expect("admitted");

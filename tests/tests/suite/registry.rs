@@ -18,6 +18,7 @@ use ratelimit_runtime::{
 use tests::{TestRedis, at_secs, connected, logged, scripts_run, unique_prefix};
 
 use crate::support::http::{client, serve};
+use crate::support::line_of_fn;
 
 const HOUR: Duration = Duration::from_secs(3_600);
 
@@ -450,13 +451,7 @@ async fn a_change_that_contradicts_the_code_is_rejected_whole() {
     let good = Limits::new().scope("login", ScopeLimits::new().rate(rate(3)));
     limiter.set_limits(good.clone()).expect("limits accepted");
 
-    let line_of = |name: &str| {
-        let needle = format!("async fn {name}(");
-        1 + include_str!("registry.rs")
-            .lines()
-            .position(|line| line.starts_with(&needle))
-            .expect("the function is in this file")
-    };
+    let line_of = |name: &str| line_of_fn(include_str!("registry.rs"), name);
     let rejected = |limits: Limits, expected: String| {
         let error = limiter.set_limits(limits).expect_err("rejected");
         let RateLimitError::InvalidConfig(reason) = &error else {
