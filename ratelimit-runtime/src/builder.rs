@@ -41,6 +41,7 @@ pub struct LimiterBuilder {
     deny_cache_capacity: usize,
     replica_wait: Option<(u32, Duration)>,
     limits_file: Option<std::path::PathBuf>,
+    shared_limits: bool,
 }
 
 /// The Redis deployment a builder was pointed at.
@@ -67,6 +68,7 @@ impl Default for LimiterBuilder {
             deny_cache_capacity: Self::DEFAULT_DENY_CACHE_CAPACITY,
             replica_wait: None,
             limits_file: None,
+            shared_limits: false,
         }
     }
 }
@@ -224,6 +226,25 @@ impl LimiterBuilder {
     #[must_use]
     pub fn limits_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
         self.limits_file = Some(path.into());
+        self
+    }
+
+    /// Follows the limits shared through Redis (default off): scope entries, key overrides
+    /// and the limiter's mode kept in the limiter's Redis (its server, Cluster or Sentinel
+    /// deployment, under its key prefix), changed at run time through
+    /// [`Limiter::shared_limits`](crate::Limiter::shared_limits) by any instance and read by
+    /// every instance built with this. A thread of the limiter's own reads the changes every
+    /// quarter of a second (one script of two stream look-ups while nothing changed; the
+    /// changed entries only, when some did) and puts them in force: no check waits for them,
+    /// and while Redis cannot be read the last ones read stay in force. Their entries rank
+    /// above a [limits file](LimiterBuilder::limits_file)'s and below
+    /// [`Limiter::set_limits`](crate::Limiter::set_limits)'. See
+    /// [`guide::operating`](crate::guide::operating#the-limits-shared-through-redis).
+    ///
+    /// [`build`](LimiterBuilder::build) refuses it for an in-process limiter.
+    #[must_use]
+    pub fn shared_limits(mut self) -> Self {
+        self.shared_limits = true;
         self
     }
 
@@ -420,15 +441,34 @@ impl LimiterBuilder {
         };
         let deny_cache = (self.deny_cache && matches!(store, Store::Redis(_)))
             .then(|| DenyCache::new(self.deny_cache_capacity, self.deny_cache_ttl, self.timeout));
+        if self.shared_limits && !matches!(store, Store::Redis(_)) {
+            return Err(RateLimitError::InvalidConfig(
+                "shared_limits needs a Redis limiter (`redis_url`, `redis_cluster` or \
+                 `RATELIMIT_REDIS_URL`): an in-process limiter shares nothing; use \
+                 `limits_file` or `Limiter::set_limits` there"
+                    .into(),
+            ));
+        }
         let fallback = MemoryStore::with_max_keys(max_keys);
-        let limiter = Limiter::from_shared(Shared::new(
+        let mut shared = Shared::new(
             store,
             self.failure_policy,
             fallback,
             self.clock,
             self.shadow,
             deny_cache,
-        ));
+        );
+        if self.shared_limits {
+            shared.follower = Some(crate::registry::redis::Follower::default());
+        }
+        let limiter = Limiter::from_shared(shared);
+        if self.shared_limits {
+            crate::registry::follow(limiter.shared(), Shared::following).map_err(|error| {
+                RateLimitError::InvalidConfig(
+                    format!("the thread following the shared limits cannot start: {error}").into(),
+                )
+            })?;
+        }
         if let Some(path) = self.limits_file {
             #[cfg(feature = "limits-file")]
             limiter
@@ -478,6 +518,7 @@ impl fmt::Debug for LimiterBuilder {
             .field("deny_cache_capacity", &self.deny_cache_capacity)
             .field("wait_for_replicas", &self.replica_wait)
             .field("limits_file", &self.limits_file)
+            .field("shared_limits", &self.shared_limits)
             .finish()
     }
 }

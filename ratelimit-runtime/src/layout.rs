@@ -60,6 +60,20 @@ pub(crate) fn is_counter_name(key: &str, escaped: bool) -> bool {
     })
 }
 
+/// What the keys of the limits shared through Redis (the registry in Redis: its entries and its
+/// change log) start with, before the Redis key prefix: one hash tag, so one Cluster slot.
+/// No key of the attribute or the layers starts so: `E(text)` holds no brace, a stacked key
+/// starts with `#`, and a layer's tag holds the raw `/` between its scope and its key. A key
+/// given by hand that starts so is refused ([`is_reserved`]).
+pub(crate) const REGISTRY_TAG: &str = "{registry}";
+
+/// Whether `key` (as a check, a look or a reset names it, before the Redis key prefix) is one
+/// the Redis store keeps for itself: a counter's hash ([`is_counter_name`]), or one of the
+/// shared registry's keys ([`REGISTRY_TAG`]).
+pub(crate) fn is_reserved(key: &str, escaped: bool) -> bool {
+    key.starts_with(REGISTRY_TAG) || is_counter_name(key, escaped)
+}
+
 /// Between a scope and its key.
 const KEY: char = '/';
 /// Before a window (or a layer's label).
@@ -887,6 +901,7 @@ mod tests {
             6 => select(&[
                 ":", "{", "}", "#", "*", "?", "\\", "/", "@", "[", "]", "(", ")", "1h", "15m",
                 "swc", "#swc", ":swc", "@1h", ":1h", "\\\\", "#1", "{a}", "a", "b", "\\(", "",
+                "{registry}", "registry", "entries",
             ][..])
             .prop_map(str::to_owned),
             1 => any::<char>().prop_map(String::from),
@@ -1145,6 +1160,8 @@ mod tests {
             for one in &all {
                 let read = read(&written(one));
                 prop_assert_eq!(read.as_ref(), Some(one), "{}", written(one));
+                // No key of theirs is the shared limits'.
+                prop_assert!(!written(one).starts_with(REGISTRY_TAG), "{}", written(one));
             }
             let mut seen: HashMap<String, &(Stored, bool)> = HashMap::new();
             for one in &all {
@@ -1186,6 +1203,14 @@ mod tests {
                 }
             }
             let patterns = keys.patterns();
+            // The shared limits' keys: no scope's.
+            for registry in ["{registry}entries", "{registry}changes"] {
+                prop_assert!(!keys.matches(registry));
+                prop_assert!(
+                    !patterns.iter().any(|(glob, _)| glob_matches(glob.as_bytes(), registry.as_bytes())),
+                    "a pattern finds {}", registry
+                );
+            }
             for one in all.iter().cloned().chain(own) {
                 let stored = written(&one);
                 let mine = match &one.0 {

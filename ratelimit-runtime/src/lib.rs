@@ -89,6 +89,7 @@ mod metrics;
 mod telemetry;
 
 mod registry;
+mod shared_limits;
 
 mod check;
 
@@ -117,6 +118,7 @@ pub use policy::FailurePolicy;
 pub use rate::{Algorithm, Rate};
 pub use registry::{Action, DeclaredLimit, Limits, Mode, Override, ScopeLimits, declared_limits};
 pub use returns::{FromRateLimitError, LimitedResult};
+pub use shared_limits::SharedLimits;
 
 #[cfg(feature = "axum")]
 pub mod axum;

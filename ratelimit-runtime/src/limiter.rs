@@ -20,6 +20,7 @@ use crate::permit::Permit;
 use crate::policy::FailurePolicy;
 use crate::rate::Rate;
 use crate::registry::{Limits, Mode, Resolved, Source, View};
+use crate::shared_limits::SharedLimits;
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use crate::testing::ManualClock;
@@ -119,8 +120,8 @@ impl Limiter {
         Limiter { shared }
     }
 
-    /// The state its clones share (the registry's, for the limits file's watcher).
-    #[cfg(any(test, feature = "limits-file"))]
+    /// The state its clones share (the registry's, for the limits file's watcher and the
+    /// shared limits' thread).
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
@@ -169,8 +170,9 @@ impl Limiter {
     /// Checks `key` against `rate` now, and records the call if it is admitted.
     ///
     /// `key` is any text (user identifiers included; it is never logged above debug level,
-    /// nor used as a metrics label); in Redis it becomes `<prefix><key>`, and may not end
-    /// with `#swc`, the suffix of a sliding window counter's hash (such a check fails with
+    /// nor used as a metrics label); in Redis it becomes `<prefix><key>`, and may neither end
+    /// with `#swc`, the suffix of a sliding window counter's hash, nor start with
+    /// `{registry}`, the [shared limits'](SharedLimits) keys (such a check fails with
     /// [`RateLimitError::InvalidInput`]). Now is the limiter's
     /// [`ManualClock`]'s time when it has one (read when the check is first polled), else the
     /// Redis server's `TIME` for a Redis limiter, the local wall clock otherwise. Like any future,
@@ -309,8 +311,8 @@ impl Limiter {
     /// # Errors
     ///
     /// [`RateLimitError::Unavailable`] when the store cannot answer under
-    /// [`FailurePolicy::Closed`]; [`RateLimitError::InvalidInput`] for a Redis key ending with
-    /// `#swc` (see [`check`](Limiter::check)).
+    /// [`FailurePolicy::Closed`]; [`RateLimitError::InvalidInput`] for a Redis key the store
+    /// keeps for itself (see [`check`](Limiter::check)).
     pub fn peek<'a>(
         &'a self,
         key: &'a str,
@@ -359,8 +361,8 @@ impl Limiter {
     /// [`RateLimitError::Unavailable`] when the store could not forget the key (down, slow,
     /// its breaker open), whatever the failure policy: no policy can answer for a reset. The
     /// fallback's log is forgotten even then. [`RateLimitError::InvalidInput`] for a Redis key
-    /// ending with `#swc` (see [`check`](Limiter::check)), which would name another key's
-    /// counter.
+    /// the store keeps for itself (see [`check`](Limiter::check)): another key's counter, or
+    /// the shared limits.
     pub fn reset<'a>(
         &'a self,
         key: &'a str,
@@ -676,6 +678,24 @@ impl Limiter {
     /// `set_mode(Mode::Off)`, where `set_mode(Mode::Enforce)` would keep overriding the file.
     pub fn clear_mode(&self) {
         self.shared.registry.set_mode(Source::Api, None);
+    }
+
+    /// The limits shared by every instance through Redis: written here (each change one
+    /// atomic write to Redis, in force on this instance when it returns), followed by every
+    /// instance built with
+    /// [`LimiterBuilder::shared_limits`](crate::LimiterBuilder::shared_limits) within about a
+    /// quarter of a second. Without it, every call fails with
+    /// [`RateLimitError::InvalidConfig`]. See
+    /// [`guide::operating`](crate::guide::operating#the-limits-shared-through-redis).
+    #[must_use]
+    pub fn shared_limits(&self) -> SharedLimits<'_> {
+        let shared = &self.shared;
+        SharedLimits {
+            registry: &shared.registry,
+            shared: shared
+                .following()
+                .map(|(_, follower, store)| (follower, store)),
+        }
     }
 
     /// How many changes of the limits file were rejected since the limiter was built (each

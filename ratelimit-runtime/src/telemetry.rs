@@ -154,7 +154,6 @@ pub(crate) fn blocked(scope: &str) {
 
 /// A source's change of the registry applied (`true`) or rejected, counted (its event is the
 /// source's).
-#[cfg_attr(not(feature = "limits-file"), allow(dead_code))]
 pub(crate) fn registry_load(source: &'static str, applied: bool) {
     #[cfg(feature = "metrics")]
     crate::metrics::registry_load(source, applied);

@@ -255,9 +255,9 @@ impl Shared {
             Access::Remote
                 if refs
                     .iter()
-                    .any(|limit| crate::layout::is_counter_name(limit.key, scope.is_some())) =>
+                    .any(|limit| crate::layout::is_reserved(limit.key, scope.is_some())) =>
             {
-                Err(super::answer::counter_name_error())
+                Err(super::answer::reserved_key_error())
             }
             Access::Remote => match self.cached_among(scope, refs, at, explicit) {
                 Ok((index, decision)) => Ok((vec![decision], Records::default(), Some(index))),

@@ -107,8 +107,8 @@ impl Shared {
         timer: Timer,
     ) -> Next {
         // The attribute's and the layer's keys (scoped) are escaped; a hand key is not.
-        if crate::layout::is_counter_name(limit.key, scope.is_some()) {
-            return Next::Answered(Err(counter_name_error()));
+        if crate::layout::is_reserved(limit.key, scope.is_some()) {
+            return Next::Answered(Err(reserved_key_error()));
         }
         // A leased rate's reserve is spent first, an admission the store made already (even
         // while its breaker is open: the lease was recorded exactly).
@@ -315,12 +315,14 @@ pub(super) fn open_admission(rate: Rate, cost: u32) -> Decision {
     .by_policy()
 }
 
-/// A check of a key given by hand that names a sliding window counter's hash in Redis.
+/// A key given by hand that names what the Redis store keeps for itself: a sliding window
+/// counter's hash, or the shared limits' keys (`layout::is_reserved`).
 #[cold]
-pub(super) fn counter_name_error() -> RateLimitError {
+pub(super) fn reserved_key_error() -> RateLimitError {
     RateLimitError::InvalidInput(
-        "a Redis limiter's key may not end with `#swc`, the suffix of a sliding window \
-         counter's hash (the key without it would share it); choose another key"
+        "a Redis limiter's key may not end with `#swc` (the suffix of a sliding window \
+         counter's hash: the key without it would share it) nor start with `{registry}` (the \
+         shared limits' keys); choose another key"
             .into(),
     )
 }

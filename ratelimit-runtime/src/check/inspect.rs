@@ -38,8 +38,8 @@ impl Shared {
             store.peek(key, rate, at)
         } else {
             // A look, as a reset, takes the attribute's keys as it writes them (escaped) too.
-            if crate::layout::is_counter_name(key, true) {
-                return Err(super::answer::counter_name_error());
+            if crate::layout::is_reserved(key, true) {
+                return Err(super::answer::reserved_key_error());
             }
             let owned = key.to_owned();
             let limit = LimitRef { key, rate, cost: 1 };
@@ -72,18 +72,19 @@ impl Shared {
     ///
     /// [`RateLimitError::Unavailable`] when the store could not forget the key, whatever the
     /// failure policy (a reset is not a check: no policy can answer for it);
-    /// [`RateLimitError::InvalidInput`] for a Redis key ending with `#swc`.
+    /// [`RateLimitError::InvalidInput`] for a Redis key the store keeps for
+    /// itself (`layout::is_reserved`).
     pub(crate) async fn reset(self: &Arc<Self>, key: &str) -> Result<(), RateLimitError> {
         self.fallback.remove(key);
         if let Access::InProcess(store) = self.store.access() {
             store.remove(key);
             return Ok(());
         }
-        if crate::layout::is_counter_name(key, false) {
+        if crate::layout::is_reserved(key, false) {
             // It would delete the counter of the key without the suffix (a hand key's: no
             // backslash before the suffix escapes anything there; the attribute's keys are
             // reset by `reset_scope`).
-            return Err(super::answer::counter_name_error());
+            return Err(super::answer::reserved_key_error());
         }
         let owned = key.to_owned();
         // Its part is its log's: a log of the key stands for it.

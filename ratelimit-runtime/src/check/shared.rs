@@ -7,9 +7,11 @@ use super::deny_cache::DenyCache;
 use super::lease::Leases;
 use crate::health::Health;
 use crate::policy::FailurePolicy;
+use crate::registry::redis::Follower;
 use crate::registry::{Mode, Registry};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
+use crate::store::redis::RedisStore;
 use crate::testing::ManualClock;
 
 /// A limiter's state, behind the `Arc` its clones share.
@@ -38,6 +40,9 @@ pub(crate) struct Shared {
     pub(crate) deny_cache: Option<DenyCache>,
     /// The quota leases of leased rates (a remote store's only).
     pub(crate) leases: Leases,
+    /// What this limiter knows of the limits shared through Redis, when it follows them
+    /// ([`LimiterBuilder::shared_limits`](crate::LimiterBuilder::shared_limits)).
+    pub(crate) follower: Option<Follower>,
 }
 
 impl Shared {
@@ -67,6 +72,16 @@ impl Shared {
             })),
             deny_cache,
             leases,
+            follower: None,
+        }
+    }
+
+    /// The parts the thread following the shared limits uses (`registry::redis::follow`):
+    /// `None` unless the limiter follows them on Redis.
+    pub(crate) fn following(&self) -> Option<(&Registry, &Follower, &RedisStore)> {
+        match (&self.store, &self.follower) {
+            (Store::Redis(store), Some(follower)) => Some((&self.registry, follower, store)),
+            _ => None,
         }
     }
 

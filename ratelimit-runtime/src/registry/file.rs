@@ -14,8 +14,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::catalog;
-use super::limits::{Limits, Mode, Override, ScopeLimits};
-use crate::rate::{Algorithm, Rate};
+use super::limits::{Limits, Override, ScopeLimits, algorithm_named, mode_named};
+use crate::rate::Rate;
 
 /// The file as written: a limiter's mode and its scopes' entries.
 #[derive(Deserialize)]
@@ -97,7 +97,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Limits, String> {
     // Every mistake, in the file's order, so that an operator fixes them in one edit.
     let mut mistakes: Vec<(usize, String)> = Vec::new();
     if let Some(mode) = &file.mode {
-        match mode_of(mode.get_ref()) {
+        match mode_named(mode.get_ref()) {
             Ok(parsed) => limits.mode = Some(parsed),
             Err(e) => mistakes.push((mode.span().start, format!("mode: {e}"))),
         }
@@ -200,7 +200,7 @@ fn scope_entry(
         Err(e) => mistakes.push((rate_line, named(e))),
     }
     if let Some(mode) = &entry.mode {
-        match mode_of(mode.get_ref()) {
+        match mode_named(mode.get_ref()) {
             Ok(parsed) => scoped.mode = Some(parsed),
             Err(e) => mistakes.push((mode.span().start, named(format!("mode: {e}")))),
         }
@@ -319,18 +319,6 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-fn mode_of(mode: &str) -> Result<Mode, String> {
-    match mode {
-        "enforce" => Ok(Mode::Enforce),
-        "shadow" => Ok(Mode::Shadow),
-        "off" => Ok(Mode::Off),
-        other => Err(format!(
-            "`{}` is not a mode: `enforce`, `shadow` or `off`",
-            other.escape_debug()
-        )),
-    }
-}
-
 /// A rate from its fields, and whether its algorithm is the code's (none named); `None`
 /// without any.
 fn rate_of(
@@ -357,16 +345,7 @@ fn rate_of(
     })?;
     let (rate, code_algorithm) = match algorithm {
         None => (rate, true),
-        Some("sliding_window_log") => (rate.with_algorithm(Algorithm::SlidingWindowLog), false),
-        Some("sliding_window_counter") => {
-            (rate.with_algorithm(Algorithm::SlidingWindowCounter), false)
-        }
-        Some(other) => {
-            return Err(format!(
-                "`{}` is not an algorithm: `sliding_window_log` or `sliding_window_counter`",
-                other.escape_debug()
-            ));
-        }
+        Some(name) => (rate.with_algorithm(algorithm_named(name)?), false),
     };
     Ok(Some((rate, code_algorithm)))
 }
@@ -603,6 +582,8 @@ fn reload(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rate::Algorithm;
+    use crate::registry::Mode;
 
     fn parsed(text: &str) -> Result<Limits, String> {
         parse(Path::new("limits.toml"), text)

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use crate::rate::Rate;
+use crate::rate::{Algorithm, Rate};
 
 /// What a limit does with its checks: the kill switch of a scope, or of a whole limiter
 /// ([`Limits::mode`], [`ScopeLimits::mode`]).
@@ -38,6 +38,40 @@ impl std::fmt::Display for Mode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The mode `name` names, as [`Mode::name`] spells it.
+///
+/// # Errors
+///
+/// What the modes are, for any other name.
+pub(crate) fn mode_named(name: &str) -> Result<Mode, String> {
+    [Mode::Enforce, Mode::Shadow, Mode::Off]
+        .into_iter()
+        .find(|mode| mode.name() == name)
+        .ok_or_else(|| {
+            format!(
+                "`{}` is not a mode: `enforce`, `shadow` or `off`",
+                name.escape_debug()
+            )
+        })
+}
+
+/// The algorithm `name` names, as [`Algorithm::name`] spells it.
+///
+/// # Errors
+///
+/// What the algorithms are, for any other name.
+pub(crate) fn algorithm_named(name: &str) -> Result<Algorithm, String> {
+    [Algorithm::SlidingWindowLog, Algorithm::SlidingWindowCounter]
+        .into_iter()
+        .find(|algorithm| algorithm.name() == name)
+        .ok_or_else(|| {
+            format!(
+                "`{}` is not an algorithm: `sliding_window_log` or `sliding_window_counter`",
+                name.escape_debug()
+            )
+        })
 }
 
 /// What one key's [`Override`] does.

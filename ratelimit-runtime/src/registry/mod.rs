@@ -3,9 +3,13 @@
 //!
 //! - `limits.rs`: the entries as a source gives them ([`Limits`], [`ScopeLimits`],
 //!   [`Override`], [`Mode`]);
-//! - `file.rs` (feature `limits-file`): the limits file, parsed and watched.
+//! - `file.rs` (feature `limits-file`): the limits file, parsed and watched;
+//! - `redis.rs`: the limits shared through Redis, written through [`SharedLimits`](crate::SharedLimits) and
+//!   followed by a thread of the limiter's own;
+//! - `catalog.rs`: the code's limits, which every change is judged against.
 //!
-//! Each source (a limits file, [`Source::File`]; the API, [`Source::Api`]) replaces its own entries
+//! Each source (a limits file, [`Source::File`]; the shared limits, [`Source::Redis`]; the
+//! API, [`Source::Api`]) replaces its own entries
 //! whole; the registry merges them into one snapshot, which every check reads without a lock
 //! ([`arc_swap`]) and which a change replaces whole, so that a check sees one version of the
 //! limits, never half of a change. Precedence: the most specific entry wins (a key's
@@ -21,6 +25,7 @@ pub(crate) mod catalog;
 #[cfg(feature = "limits-file")]
 pub(crate) mod file;
 mod limits;
+pub(crate) mod redis;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -31,7 +36,11 @@ use arc_swap::ArcSwap;
 
 pub use self::catalog::{DeclaredLimit, declared_limits};
 pub use self::limits::{Action, Limits, Mode, Override, ScopeLimits};
+use self::redis::Follower;
+use crate::error::StoreError;
 use crate::rate::Rate;
+use crate::store::redis::RedisStore;
+use crate::store::redis::registry::SharedRead;
 
 /// Where a source's entries come from, the later winning over the earlier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +48,8 @@ pub(crate) enum Source {
     /// The limits file (feature `limits-file`).
     #[cfg_attr(not(feature = "limits-file"), allow(dead_code))]
     File,
+    /// The limits shared through Redis ([`SharedLimits`](crate::SharedLimits)).
+    Redis,
     /// [`Limiter::set_limits`](crate::Limiter::set_limits) and
     /// [`Limiter::set_mode`](crate::Limiter::set_mode).
     Api,
@@ -46,12 +57,13 @@ pub(crate) enum Source {
 
 impl Source {
     /// Every source, the earliest (the weakest) first.
-    const ALL: [Source; 2] = [Source::File, Source::Api];
+    const ALL: [Source; 3] = [Source::File, Source::Redis, Source::Api];
 
     /// The source's name in logs and metrics.
     pub(crate) const fn name(self) -> &'static str {
         match self {
             Source::File => "file",
+            Source::Redis => "redis",
             Source::Api => "api",
         }
     }
@@ -238,7 +250,7 @@ impl Registry {
                 Err(_) => false,
             };
             if !applied {
-                registry.rejected.fetch_add(1, Ordering::Relaxed);
+                registry.count_rejected();
             }
             crate::telemetry::registry_load(Source::File.name(), applied);
             true
@@ -250,10 +262,47 @@ impl Registry {
         Ok(())
     }
 
+    /// Puts a read of the limits shared through Redis in force as [`Source::Redis`]'s entries
+    /// (an entry that does not parse, or that the code's limits reject, left out and logged
+    /// by `redis.rs`), counted as a load of that source.
+    pub(crate) fn apply_shared(&self, read: &SharedRead) {
+        let applied = self.update(Source::Redis, |limits| redis::apply_read(limits, read));
+        if let Err(error) = &applied {
+            tracing::error!(
+                source = Source::Redis.name(),
+                %error,
+                "a change of the shared limits is rejected"
+            );
+            self.count_rejected();
+        }
+        crate::telemetry::registry_load(Source::Redis.name(), applied.is_ok());
+    }
+
+    /// Reads the changes of the limits shared through Redis made since `follower` last read
+    /// them from `store`, and puts them in force.
+    ///
+    /// # Errors
+    ///
+    /// The store's: the limits in force stay as they were.
+    pub(crate) async fn catch_up(
+        &self,
+        follower: &Follower,
+        store: &RedisStore,
+    ) -> Result<bool, StoreError> {
+        follower
+            .catch_up(store, |read| self.apply_shared(read))
+            .await
+    }
+
     /// Has `applied` called after each change, once it is in force (set once: later calls
     /// are ignored).
     pub(crate) fn on_applied(&self, applied: Box<dyn Fn() + Send + Sync>) {
         let _ = self.applied.set(applied);
+    }
+
+    /// Counts a change a source gave that was rejected.
+    pub(crate) fn count_rejected(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The changes a source gave that were rejected.
@@ -566,6 +615,64 @@ impl View {
 
 /// The first of `overridings` (the latest source's first) in force at the time `now` gives
 /// (asked once, and only of one that expires), with the time left until it expires.
+/// Starts the thread that keeps `owner`'s registry up to date with the limits shared through
+/// Redis, every [`redis::INTERVAL`], until `owner` is dropped; `parts` finds its registry,
+/// follower and store. The thread runs a runtime of its own (a current-thread Tokio runtime),
+/// so that no check waits for it and it needs none of the caller's.
+///
+/// # Errors
+///
+/// The thread or its runtime could not be started.
+pub(crate) fn follow<S: Send + Sync + 'static>(
+    owner: &Arc<S>,
+    parts: for<'a> fn(&'a S) -> Option<(&'a Registry, &'a Follower, &'a RedisStore)>,
+) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let owner = Arc::downgrade(owner);
+    std::thread::Builder::new()
+        .name("ratelimit-shared-limits".into())
+        .spawn(move || runtime.block_on(follow_on(owner, parts)))?;
+    Ok(())
+}
+
+/// [`follow`]'s loop: a read, then a pause; an outage logged when it starts and ends.
+async fn follow_on<S>(
+    owner: std::sync::Weak<S>,
+    parts: for<'a> fn(&'a S) -> Option<(&'a Registry, &'a Follower, &'a RedisStore)>,
+) {
+    let source = Source::Redis.name();
+    let mut failing = false;
+    loop {
+        {
+            let Some(owner) = owner.upgrade() else {
+                return;
+            };
+            let Some((registry, follower, store)) = parts(&owner) else {
+                return;
+            };
+            match registry.catch_up(follower, store).await {
+                Ok(_) if failing => {
+                    failing = false;
+                    tracing::info!(source, "the shared limits are read again");
+                }
+                Ok(_) => {}
+                Err(error) if !failing => {
+                    failing = true;
+                    tracing::warn!(
+                        source,
+                        %error,
+                        "the shared limits cannot be read: the last ones read stay in force"
+                    );
+                }
+                Err(_) => {}
+            }
+        }
+        tokio::time::sleep(redis::INTERVAL).await;
+    }
+}
+
 fn first_in_force(
     overridings: &[Overriding],
     now: impl FnOnce() -> u64,

@@ -58,6 +58,7 @@ mod sentinel;
 mod several_limits;
 mod shadow;
 mod shapes;
+mod shared_limits;
 mod stacked;
 mod store_conformance;
 mod wait;

@@ -10,11 +10,13 @@
 //! - `script.rs`: the script and one check's exchange with Redis (`sliding_window.lua`);
 //! - `member.rs`: the unique members that name admissions;
 //! - `slot.rs`: cluster hash slots;
+//! - `registry.rs`: the limits shared through Redis, read and written;
 //! - `scan.rs`: a reset by scope, its keys found with `SCAN`.
 
 mod config;
 mod member;
 mod per_runtime;
+pub(crate) mod registry;
 mod scan;
 mod script;
 #[cfg(feature = "sentinel")]
@@ -440,10 +442,93 @@ impl RedisStore {
             &self.prefix,
             keys.plain(),
             &patterns,
-            |stored| keys.matches(stored),
+            // The shared limits' keys are no scope's (`layout::REGISTRY_TAG`).
+            |stored| !stored.starts_with(crate::layout::REGISTRY_TAG) && keys.matches(stored),
             self.timeout,
         )
         .await
+    }
+
+    /// The shared limits' entries changed since the log entry `since` (`None`: every entry;
+    /// see `registry.rs`), within the store's timeout.
+    ///
+    /// # Errors
+    ///
+    /// As [`reset`](RedisStore::reset); a malformed reply.
+    pub(crate) async fn read_shared(
+        &self,
+        since: Option<&str>,
+    ) -> Result<registry::SharedRead, StoreError> {
+        let arguments = registry::read_arguments(since);
+        let reply = self.registry_call(&arguments, false).await?;
+        registry::decode_read(reply)
+    }
+
+    /// Writes the shared limits' `entries` (field, value; `None` removes the field), after
+    /// removing the fields matching `clear` (a glob; the ones `entries` gives are written
+    /// instead), in one script that logs each field that changed; within the store's timeout,
+    /// waiting for the replicas [`with_replica_wait`](RedisStore::with_replica_wait) names.
+    /// Returns how many fields changed. A field given its value again changes nothing, so a
+    /// write may be sent again.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_shared`](RedisStore::read_shared); [`StoreError::NotReplicated`] when fewer
+    /// replicas acknowledged it in time (it was written on the master).
+    pub(crate) async fn write_shared(
+        &self,
+        clear: Option<&str>,
+        entries: &[(String, Option<String>)],
+    ) -> Result<u64, StoreError> {
+        let arguments = registry::write_arguments(clear, entries);
+        let reply = self.registry_call(&arguments, true).await?;
+        registry::decode_write(&reply)
+    }
+
+    /// Runs the shared limits' read or write script within the timeout, on this runtime's
+    /// connection; a write waits for the replicas. A connection that timed out or leads to a
+    /// replica is forgotten, as a check's.
+    async fn registry_call(
+        &self,
+        arguments: &[String],
+        write: bool,
+    ) -> Result<redis::Value, StoreError> {
+        let Some(runtime) = Runtime::current() else {
+            return Err(StoreError::NoRuntime);
+        };
+        let keys = registry::keys(&self.prefix);
+        let wait = self.replica_wait;
+        let call = async {
+            let mut connection = self.connection(&runtime).await?;
+            let (reply, acknowledged) =
+                registry::call(&mut connection, &keys, arguments, write, wait)
+                    .await
+                    .map_err(|error| self.store_error(error))?;
+            match (acknowledged, wait) {
+                (Some(acknowledged), Some((wanted, _))) if acknowledged < u64::from(wanted) => {
+                    Err(StoreError::NotReplicated {
+                        acknowledged,
+                        wanted,
+                    })
+                }
+                _ => Ok(reply),
+            }
+        };
+        let result = match timeout(self.timeout, call).await {
+            Ok(result) => result,
+            Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
+        };
+        let stale = match &result {
+            Err(StoreError::Timeout(_)) => true,
+            Err(StoreError::Redis(error)) => {
+                error.code() == Some("READONLY") || error.is_unrecoverable_error()
+            }
+            _ => false,
+        };
+        if stale && self.target.is_one_server() {
+            self.runtimes.forget(runtime.id());
+        }
+        result
     }
 
     /// Runs `call` within the store's timeout, connecting first if need be; a connection that

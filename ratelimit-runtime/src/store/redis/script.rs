@@ -488,7 +488,7 @@ async fn exchange(
 
 /// A pipeline's error as the error of its first command that failed (the script's, whose
 /// code and detail tell a key's fault from the server's), else as it came.
-fn first_failure(error: redis::RedisError) -> redis::RedisError {
+pub(super) fn first_failure(error: redis::RedisError) -> redis::RedisError {
     match error.clone().into_server_errors() {
         Some(failures) if !failures.is_empty() => redis::RedisError::from(failures[0].1.clone()),
         _ => error,

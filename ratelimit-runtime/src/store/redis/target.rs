@@ -356,6 +356,19 @@ impl Connection {
         }
     }
 
+    /// Sends `command` (routed, in a cluster, to its key's node, and resent there by the
+    /// cluster client after a dropped connection) and returns its reply as `T`.
+    pub(crate) async fn query_as<T: redis::FromRedisValue>(
+        &mut self,
+        command: &Cmd,
+    ) -> RedisResult<T> {
+        match self {
+            Connection::Single(connection) => command.query_async(connection).await,
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(pair) => command.query_async(&mut pair.routed).await,
+        }
+    }
+
     /// Sends `pipeline` (routed, in a cluster, to its first key's node; `once`: as
     /// [`query`](Connection::query) sends) and returns its replies.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables))] // one server never resends
