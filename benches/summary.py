@@ -6,8 +6,8 @@
 
 RESULTS_DIR defaults to $BENCH_OUT, else $CARGO_TARGET_DIR/bench-results, else
 target/bench-results. It reads machine.txt and the JSON lines of redis.jsonl,
-alternate.jsonl, flood.jsonl, lease.jsonl, registry.jsonl and icount.jsonl (a part that did not run is left out of the
-table). --write replaces what lies between the `<!-- summary:begin -->` and
+alternate.jsonl, flood.jsonl, lease.jsonl, registry.jsonl, shared_limits.jsonl and icount.jsonl
+(a part that did not run is left out of the table). --write replaces what lies between the `<!-- summary:begin -->` and
 `<!-- summary:end -->` lines of BENCHMARKS.md: the table is never edited by hand."""
 import json
 import os
@@ -132,6 +132,19 @@ def table(results):
             add("registry: the Redis check, a key among 10,000 overrides / without", "≤ 1.05",
                 r["ratio"], 1.05, True,
                 f"median of {r['rounds']} alternating rounds; {r['code_us']:.1f} µs without")
+    for r in rows(results / "shared_limits.jsonl"):
+        if r.get("bench") == "shared_limits":
+            add("shared limits: the Redis check following 10,000 shared overrides / not following",
+                "≤ 1.05", r["ratio"], 1.05, True,
+                f"median of {r['rounds']} alternating rounds; {r['plain_us']:.1f} µs without")
+        elif r.get("bench") == "shared_limits_propagation":
+            add("shared limits: a change in force on another instance, median (ms)", "≤ 1000",
+                r["p50_ms"], 1000, True,
+                f"p90 {r['p90_ms']:.0f} ms, most {r['max_ms']:.0f} ms, of {r['changes']}")
+        elif r.get("bench") == "shared_limits_follow":
+            lines.append(f"| shared limits: scripts per second one instance runs at rest | — | "
+                         f"{r['scripts_per_second_at_rest']:.2f} | "
+                         f"{r['scripts_per_change']:.2f} more per change |")
     return "\n".join(lines)
 
 

@@ -172,7 +172,14 @@
 //! the rules above answer as they answer any rate (a shortened period evicts, a lengthened
 //! one counts only what the log still holds; a counter's other period is another counter).
 //! So the bound a store keeps is the rate each check was made against: a window straddling a
-//! change holds at most the larger threshold. A check the registry answers (`off`, an exempt
+//! change holds at most the larger threshold. On a log it is sharper: every admission of a
+//! window `(t - P, t]` lies in the window of its last admission `a`, `(a - P, a]`, whose check
+//! counted them all, so the window holds at most the threshold `a` was checked against. Limits
+//! shared through Redis (`registry/redis.rs`) apply on one instance after another, each check
+//! carrying its own instance's threshold: while a change propagates, a window holds at most
+//! the highest threshold any instance had in force during it, and a window that starts once
+//! every instance applied the change is exact under the new rate. The shared limits' own keys
+//! (`{registry}…`) are no limit's: a key given by hand cannot name them. A check the registry answers (`off`, an exempt
 //! key, a blocked one) reaches no store and records nothing. A change in force ends the
 //! limiter's leases (nothing more spent from a reserve; the rest given back as for any lease
 //! that ended) and clears its deny cache, so no reserve or cached denial made under one rate
