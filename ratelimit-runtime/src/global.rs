@@ -31,7 +31,11 @@ pub fn set_global(limiter: Limiter) -> Result<(), Limiter> {
 ///   [`LimiterBuilder::redis_url`](crate::LimiterBuilder::redis_url));
 /// - else (none set, or all empty): in process;
 /// - and `RATELIMIT_LIMITS_FILE` (feature `limits-file`): a limits file, read now and watched
-///   (see [`LimiterBuilder::limits_file`](crate::LimiterBuilder::limits_file)).
+///   (see [`LimiterBuilder::limits_file`](crate::LimiterBuilder::limits_file));
+/// - and `RATELIMIT_SHARED_LIMITS` (`true` or `false`, `1` or `0`): whether it follows the
+///   limits shared through Redis (see
+///   [`LimiterBuilder::shared_limits`](crate::LimiterBuilder::shared_limits); not in
+///   process).
 ///
 /// No connection is made here (the first check connects, on its own runtime). A malformed
 /// setting (a typo, a feature not compiled in) is a mistake to fix, not an outage to ride
@@ -50,7 +54,17 @@ fn from_settings(lookup: impl Fn(&'static str) -> Option<String>) -> Limiter {
             .filter(|value| !value.trim().is_empty())
             .map(|value| (name, value))
     };
-    let limiter = store_from_settings(&setting);
+    let limiter = match shared_from_settings(&setting) {
+        Ok(shared) => store_from_settings(&setting, shared),
+        Err(reason) => {
+            tracing::error!(
+                variable = SHARED_LIMITS,
+                "the default rate limiter's setting is not `true` or `false`; every check \
+                 answers InvalidConfig until it is fixed"
+            );
+            return Limiter::misconfigured(reason.into(), FailurePolicy::default());
+        }
+    };
     match setting(LIMITS_FILE) {
         Some((_, path)) => with_limits_file(limiter, path),
         None => limiter,
@@ -59,6 +73,27 @@ fn from_settings(lookup: impl Fn(&'static str) -> Option<String>) -> Limiter {
 
 /// The variable that names the default limiter's limits file.
 const LIMITS_FILE: &str = "RATELIMIT_LIMITS_FILE";
+
+/// The variable that says whether the default limiter follows the shared limits.
+const SHARED_LIMITS: &str = "RATELIMIT_SHARED_LIMITS";
+
+/// Whether the settings ask the default limiter to follow the shared limits.
+///
+/// # Errors
+///
+/// A value that is none of `true`, `false`, `1`, `0` (in any case), naming the variable.
+fn shared_from_settings(
+    setting: &impl Fn(&'static str) -> Option<(&'static str, String)>,
+) -> Result<bool, String> {
+    let Some((_, value)) = setting(SHARED_LIMITS) else {
+        return Ok(false);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("{SHARED_LIMITS} is `true` or `false`")),
+    }
+}
 
 /// `limiter` with the limits file at `path` in force and watched; a limiter whose every check
 /// answers `InvalidConfig` when the file cannot be used (a typo never means no limits).
@@ -90,14 +125,22 @@ fn with_limits_file(limiter: Limiter, path: String) -> Limiter {
 /// The default limiter's store, from the settings `setting` finds.
 fn store_from_settings(
     setting: &impl Fn(&'static str) -> Option<(&'static str, String)>,
+    shared: bool,
 ) -> Limiter {
-    let builder = Limiter::builder();
+    let builder = if shared {
+        Limiter::builder().shared_limits()
+    } else {
+        Limiter::builder()
+    };
     let (variable, built) = if let Some((variable, nodes)) = setting("RATELIMIT_REDIS_CLUSTER") {
         (variable, cluster(builder, &nodes))
     } else if let Some((variable, url)) =
         setting("RATELIMIT_REDIS_URL").or_else(|| setting("REDIS_URL"))
     {
         (variable, builder.redis_url(&url).build())
+    } else if shared {
+        // In process, nothing is shared: a mistake to fix, never limits silently not shared.
+        (SHARED_LIMITS, builder.build())
     } else {
         return Limiter::memory();
     };
@@ -207,6 +250,25 @@ mod tests {
         );
         #[cfg(not(feature = "limits-file"))]
         assert!(reason.contains("`limits-file` feature"), "{reason}");
+    }
+
+    /// `RATELIMIT_SHARED_LIMITS` that is not a boolean, or set without Redis: every check
+    /// answers `InvalidConfig` naming it, never limits silently not shared.
+    #[tokio::test]
+    async fn shared_limits_without_redis_or_a_boolean_are_a_configuration_error() {
+        let rate = Rate::new(5, std::time::Duration::from_secs(1)).unwrap();
+        for value in ["yes please", "true"] {
+            let limiter =
+                from_settings(|name| (name == "RATELIMIT_SHARED_LIMITS").then(|| value.to_owned()));
+            let error = limiter.check("k", rate).await.unwrap_err();
+            let RateLimitError::InvalidConfig(reason) = &error else {
+                panic!("{value}: {error:?}");
+            };
+            assert!(reason.starts_with("RATELIMIT_SHARED_LIMITS"), "{reason}");
+        }
+        let limiter =
+            from_settings(|name| (name == "RATELIMIT_SHARED_LIMITS").then(|| "0".to_owned()));
+        assert!(limiter.check("k", rate).await.unwrap().allowed);
     }
 
     /// Without the `cluster` feature a cluster setting is a configuration error that names it
