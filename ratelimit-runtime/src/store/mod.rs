@@ -183,8 +183,12 @@
 //! key, a blocked one) reaches no store and records nothing. A change in force ends the
 //! limiter's leases (nothing more spent from a reserve; the rest given back as for any lease
 //! that ended) and clears its deny cache, so no reserve or cached denial made under one rate
-//! answers under another, or again once a rate comes back. `tests/tests/suite/registry.rs`
-//! and `leases.rs` hold the check path to this; the fault checker does not change limits yet.
+//! answers under another, or again once a rate comes back. `tests/tests/suite/registry.rs`,
+//! `shared_limits.rs` and `leases.rs` hold the check path to this, and the fault checker
+//! changes the shared limits during its runs (rates lowered and raised, overrides set,
+//! removed and expiring, a scope's switch flipped), judging every window against the highest
+//! threshold possible during it, and every check's threshold against the versions possible
+//! then.
 
 mod counter;
 pub(crate) mod memory;

@@ -104,6 +104,22 @@ pub(crate) async fn solo(limiter: &Limiter, user: &str) -> Result<Answered, Rate
     Ok(answered(d))
 }
 
+/// The scope of [`registered`], which the shared limits' changes address.
+pub(crate) const REGISTERED: &str = "chk.reg";
+
+/// [`registered`]'s rate in code.
+pub(crate) const REGISTERED_RATE: Rate = Rate::new_const(5, Duration::from_secs(2));
+
+/// One attribute whose scope the changes of the shared limits address: `chk.reg/<user>`.
+/// Its decision (`None`: not checked, or checked in shadow mode, which leaves its limit out).
+#[rate_limit(name = "chk.reg", period = 2, threshold = 5, key = user, limiter = limiter, decision = d)]
+pub(crate) async fn registered(
+    limiter: &Limiter,
+    user: &str,
+) -> Result<Option<ratelimit_runtime::Decision>, RateLimitError> {
+    Ok(d.iter().next().map(|limit| *limit.decision()))
+}
+
 /// The scopes of the functions above without a `name`: their paths.
 const UNNAMED: &str = "tests::checker::callers::unnamed";
 const STACKED: &str = "tests::checker::callers::stacked";

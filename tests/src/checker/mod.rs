@@ -24,7 +24,14 @@
 //! - a leased function only the first limiter calls and resets (in pairs, the second while the
 //!   window fills again, then a period before the next pair), each reset stopped by its caller
 //!   once its first, second or third round trip is done: a reserve only the resetting limiter
-//!   holds.
+//!   holds;
+//! - the subjects the limits shared through Redis address (`changes.rs`), each limiter a task
+//!   of its own: checks by hand in a scope (`Limiter::scope`: a log, a counter, a leased log)
+//!   and an attributed function, while a changer changes their entries through a random
+//!   limiter (every limiter follows them): a scope's rate lowered or raised, the scope
+//!   removed, a key's override (a rate, a block, an exemption, with or without an expiry) set
+//!   or removed, the scope's switch flipped to `shadow` or `off` and back; each change proven
+//!   in force on every limiter (a refresh of each after the write) and read back.
 //!
 //! Meanwhile a thread injects faults on a seeded schedule, each held until it ends it: proxy
 //! stall, delay, cut mid-call (the command ran, its reply is lost), refuse, the server killed
@@ -46,8 +53,14 @@
 //!   reset script, a `DEL` or `UNLINK` of the key) or a restart forgets what came before, but
 //!   for what the reset kept (live leases' reserves), which starts the new epoch at its
 //!   scores. In every key, every window `(t − P, t]` holds at most the threshold of the
-//!   admissions not taken back since the last reset; a log checked under two rates is two
-//!   limits sharing one log.
+//!   admission in it that its script decided last (that script counted all the others: the
+//!   store contract's bound while limits change), among the admissions not taken back since
+//!   the last reset; a log checked under two periods (two thresholds, but for a subject the
+//!   shared limits address) is two limits sharing one log.
+//! - **The shared limits**: each check script of a subject they address carries a threshold
+//!   that one of their versions possible then gives it (`changes.rs`'s timeline: a version is
+//!   possible from its write until the next is in force on every limiter, and 5 s after, the
+//!   longest a check resolved before may take to reach the store).
 //! - **Exactness of counters**: a check's `HSET` of a counter's field adds the check's cost to
 //!   the fixed window its value names; a refund takes its cost from the window of its check's
 //!   time only when that admission added to that window (same key, period, since the last
@@ -88,7 +101,9 @@
 //! in every window of one period, a counter at most its threshold in every fixed window and
 //! `2 × threshold − 1` in every window of one period, counting the admissions whose whole
 //! span lies in the window; after a reset (as the taps saw it run) or a restart, over the
-//! admissions that started after it. `told.rs` says what it leaves out and why.
+//! admissions that started after it; for a subject the shared limits address, the highest
+//! threshold their versions possible during the window give it (exact where one alone is).
+//! `told.rs` says what it leaves out and why.
 //!
 //! # Documented exceptions, and the rules that exclude them
 //!
@@ -117,6 +132,7 @@
 //! [`FaultProxy`]: crate::proxy::FaultProxy
 
 mod callers;
+mod changes;
 mod faults;
 mod ops;
 mod tap;
@@ -364,10 +380,12 @@ async fn limiters(servers: &Servers, prefix: &str, topology: Topology, full: boo
     ];
     let mut limiters = Vec::new();
     for (i, policy) in policies.into_iter().enumerate() {
+        // Each follows the limits shared through Redis, which the changer changes.
         let builder = Limiter::builder()
             .key_prefix(prefix)
             .failure_policy(policy)
-            .timeout(TIMEOUT);
+            .timeout(TIMEOUT)
+            .shared_limits();
         let builder = if topology == Topology::Cluster {
             builder.redis_cluster(servers.urls())
         } else {
@@ -425,6 +443,33 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
         let seed = seed.wrapping_mul(31).wrapping_add(task as u64);
         tasks.push(tokio::spawn(traffic.run_task(task, seed, until)));
     }
+    // The registered subjects' traffic and the changes of the shared limits, each drawn
+    // from seeds of their own (the other tasks draw as they did before them).
+    let registered: Vec<usize> = (0..traffic.subjects.len())
+        .filter(|&i| traffic.subjects[i].address.is_some())
+        .collect();
+    for limiter in 0..traffic.limiters.len() {
+        let traffic = Arc::clone(&traffic);
+        let seed = seed ^ 0x0005_1ab5_u64.wrapping_mul(limiter as u64 + 1);
+        tasks.push(tokio::spawn(traffic.run_registered(
+            limiter,
+            registered.clone(),
+            seed,
+            until,
+        )));
+    }
+    let changer = Arc::new(changes::Changer {
+        limiters: traffic.limiters.clone(),
+        subjects: registered
+            .iter()
+            .map(|&i| traffic.subjects[i].clone())
+            .collect(),
+        epoch,
+        timeline: Mutex::new(changes::Timeline::new(epoch_micros)),
+    });
+    tasks.push(tokio::spawn(
+        Arc::clone(&changer).run(seed ^ 0x0c4a_96e5, until),
+    ));
     let mut violations = Vec::new();
     for task in tasks {
         if let Err(error) = task.await {
@@ -448,6 +493,7 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
         taps.push((node, tap.close()));
     }
     let records = traffic.records.lock().expect("the records").clone();
+    let timeline = changer.timeline.lock().expect("the timeline").clone();
     let policies: Vec<FailurePolicy> = traffic
         .limiters
         .iter()
@@ -462,6 +508,7 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
         policies: &policies,
         servers: &servers.ports(),
         prefix: &prefix,
+        timeline: &timeline,
     });
     violations.extend(verdict.violations);
     let mut exceptions = verdict.exceptions;
@@ -476,6 +523,8 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
             Outcome::Error => "error",
             Outcome::Cancelled => "cancelled",
             Outcome::Done => "done",
+            Outcome::Unchecked => "not checked (off, exempt)",
+            Outcome::Unknown => "unknown (shadow or off)",
         };
         *operations
             .entry(record.kind.name())
@@ -488,7 +537,31 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
                 .or_default() += 1;
         }
     }
-    let (answered_by_store, stuck) = answered_by_store(&records, traffic.limiters.len());
+    let (mut answered_by_store, stuck) = answered_by_store(&records, traffic.limiters.len());
+    // The changes of the shared limits, and how long each took to be seen in force on every
+    // limiter (a refresh of each after its write).
+    let mut took: Vec<Duration> = Vec::new();
+    for version in timeline.versions.iter().skip(1) {
+        *exceptions.entry(version.kind).or_default() += 1;
+        match version.applied {
+            Some(applied) => took.push(applied.saturating_sub(version.began)),
+            None => {
+                *exceptions
+                    .entry("shared limits: changes never seen in force everywhere (judged as possible to the end)")
+                    .or_default() += 1;
+            }
+        }
+    }
+    took.sort();
+    if let (Some(median), Some(most)) = (took.get(took.len() / 2), took.last()) {
+        answered_by_store.push(format!(
+            "shared limits: {} changes, each in force on every limiter (read back, a refresh \
+             of each) after {:.0} ms at the median, {:.0} ms at most",
+            took.len(),
+            median.as_secs_f64() * 1e3,
+            most.as_secs_f64() * 1e3
+        ));
+    }
     violations.extend(stuck);
     drop(traffic);
     drop(servers);
@@ -627,7 +700,8 @@ async fn untimed_keys(servers: &Servers, prefix: &str) -> Vec<String> {
             .query_async(&mut connection)
             .await
             .expect("list the keys");
-        for key in keys {
+        // The shared limits' keys are kept until changed, as any configuration.
+        for key in keys.into_iter().filter(|key| !key.contains("{registry}")) {
             let ttl: i64 = redis::cmd("PTTL")
                 .arg(&key)
                 .query_async(&mut connection)
@@ -676,6 +750,7 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
         rate,
         caller: ops::Caller::Hand,
         scope: None,
+        address: None,
     }];
     // Start early in a fixed window, so that the three checks share it.
     let within = now_micros() % period.as_micros() as u64;
@@ -732,6 +807,7 @@ pub async fn stalled_counter_refund(config: Config) -> Report {
         policies: &[FailurePolicy::Closed],
         servers: &servers.ports(),
         prefix: &prefix,
+        timeline: &changes::Timeline::new(epoch_micros),
     });
     let mut operations: BTreeMap<&'static str, BTreeMap<&'static str, u64>> = BTreeMap::new();
     for record in &records {

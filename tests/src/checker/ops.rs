@@ -37,6 +37,10 @@ pub(crate) enum Caller {
     Function(Function, &'static str),
     /// Through a route's layer (one of its rates), for a user.
     Route(Route, &'static str),
+    /// By hand in a scope the shared limits address (`Limiter::scope(..).check`), on its key.
+    Scoped,
+    /// Through the attributed function whose scope the shared limits address, for a user.
+    Registered(&'static str),
 }
 
 impl Caller {
@@ -58,6 +62,9 @@ pub(crate) struct Subject {
     /// The scope `Limiter::reset_scope` forgets it by, with its caller's key (none for keys by
     /// hand).
     pub(crate) scope: Option<(&'static str, &'static str)>,
+    /// The scope the shared limits' changes address it by (`changes.rs`); `None`: no change
+    /// does.
+    pub(crate) address: Option<&'static str>,
 }
 
 impl Subject {
@@ -68,8 +75,54 @@ impl Subject {
             rate,
             caller: Caller::Hand,
             scope: None,
+            address: None,
         }
     }
+
+    /// The key an override of it names: its user's, or its key by hand.
+    pub(crate) fn override_key(&self) -> &str {
+        match self.caller {
+            Caller::Function(_, user) | Caller::Route(_, user) | Caller::Registered(user) => user,
+            Caller::Hand | Caller::Scoped => &self.key,
+        }
+    }
+}
+
+/// The subjects the shared limits' changes address, after every other: by hand in a scope of
+/// its own each (a log, a counter, a leased log), and the registered function's limit for each
+/// user.
+fn registered() -> Vec<Subject> {
+    let log = |threshold, seconds| {
+        Rate::new(threshold, Duration::from_secs(seconds)).expect("a valid rate")
+    };
+    let scoped = |key: &str, rate: Rate, address: &'static str| Subject {
+        name: format!("{key} (scope {address})"),
+        key: key.to_owned(),
+        rate,
+        caller: Caller::Scoped,
+        scope: None,
+        address: Some(address),
+    };
+    let mut subjects = vec![
+        scoped("reg:log", log(6, 2), "reg.log"),
+        scoped(
+            "reg:ctr",
+            log(8, 2).with_algorithm(Algorithm::SlidingWindowCounter),
+            "reg.ctr",
+        ),
+        scoped("reg:lease", log(64, 2).leased(), "reg.lease"),
+    ];
+    for user in USERS {
+        subjects.push(Subject {
+            name: format!("{}/{user} (registered)", callers::REGISTERED),
+            key: format!("{}/{user}", callers::REGISTERED),
+            rate: callers::REGISTERED_RATE,
+            caller: Caller::Registered(user),
+            scope: Some((callers::REGISTERED, user)),
+            address: Some(callers::REGISTERED),
+        });
+    }
+    subjects
 }
 
 /// The keys by hand: logs and counters, small thresholds, periods of 1 to 5 s; the `{u1}` ones
@@ -130,6 +183,7 @@ pub(crate) fn subjects() -> Vec<Subject> {
                 rate,
                 caller: Caller::Function(function, user),
                 scope: Some((scope, user)),
+                address: None,
             });
         }
     }
@@ -142,10 +196,12 @@ pub(crate) fn subjects() -> Vec<Subject> {
                     rate,
                     caller: Caller::Route(route, user),
                     scope: Some((scope, user)),
+                    address: None,
                 });
             }
         }
     }
+    subjects.extend(registered());
     subjects
 }
 
@@ -165,6 +221,8 @@ pub(crate) enum Kind {
     /// A request through a route's layer.
     Request,
     ResetScope,
+    /// A check by hand in a scope (`Limiter::scope`).
+    Scoped,
 }
 
 impl Kind {
@@ -181,6 +239,7 @@ impl Kind {
             Kind::Function => "#[rate_limit] fn",
             Kind::Request => "layer request",
             Kind::ResetScope => "reset_scope",
+            Kind::Scoped => "scope(..).check",
         }
     }
 
@@ -211,6 +270,12 @@ pub(crate) enum Outcome {
     Cancelled,
     /// A look, a reset or a refund that the store answered.
     Done,
+    /// Not checked (its scope `off`, its key exempt): nothing recorded.
+    Unchecked,
+    /// Answered without telling whether the store recorded it (the attribute under a shadow
+    /// scope, whose decision leaves the shadow limit out; or an exempt one, told apart by
+    /// nothing): it may have been recorded.
+    Unknown,
 }
 
 /// Who answered for one limit of an admitted call.
@@ -508,6 +573,76 @@ impl Traffic {
                 let reset = limiter.reset_scope(scope, Some(user));
                 record.outcome = done(StopAfter::new(reset, waits).await);
             }
+        }
+        record.took = started.elapsed();
+        self.record(record);
+    }
+
+    /// A registry task's loop: checks of the subjects the shared limits' changes address
+    /// (`registered`: their indices), drawn from `seed`, by limiter `limiter`, until `until`.
+    pub(crate) async fn run_registered(
+        self: Arc<Self>,
+        limiter: usize,
+        registered: Vec<usize>,
+        seed: u64,
+        until: Instant,
+    ) {
+        let mut rng = Rng::new(seed);
+        while Instant::now() < until {
+            let subject = registered[rng.below(registered.len() as u64) as usize];
+            self.registered(limiter, subject, &mut rng).await;
+            tokio::time::sleep(Duration::from_millis(rng.below(15))).await;
+        }
+    }
+
+    /// One check of the registered `subject` by limiter `index`: by hand in its scope, or a
+    /// call of the registered function.
+    async fn registered(&self, index: usize, subject: usize, rng: &mut Rng) {
+        let limiter = &self.limiters[index];
+        let deadline = Self::deadline(rng);
+        let started = Instant::now();
+        let Subject {
+            rate,
+            caller,
+            address,
+            ..
+        } = self.subjects[subject];
+        let key = self.subjects[subject].key.clone();
+        let mut record = Record {
+            kind: Kind::Scoped,
+            limiter: index,
+            limits: vec![(subject, 1)],
+            sources: vec![Source::Store],
+            cross_slot: false,
+            outcome: Outcome::Done,
+            started: started - self.epoch,
+            took: Duration::ZERO,
+            bound: self.bound(if rate.is_leased() { 2 } else { 1 }, Duration::ZERO),
+            refunds: None,
+        };
+        let answer = if let Caller::Registered(user) = caller {
+            record.kind = Kind::Function;
+            record.bound = self.bound(2, Duration::ZERO);
+            match within(deadline, callers::registered(limiter, user)).await {
+                None => None,
+                // No decision: its scope off, or in shadow mode (left out of the decision).
+                Some(Ok(None)) => Some(Err(Outcome::Unknown)),
+                Some(Ok(Some(decision))) => Some(Ok(decision)),
+                Some(Err(error)) if error.is_denied() => Some(Err(Outcome::Denied)),
+                Some(Err(_)) => Some(Err(Outcome::Error)),
+            }
+        } else {
+            let scope = address.expect("a registered subject");
+            within(deadline, limiter.scope(scope).check(&key, rate))
+                .await
+                .map(|answer| answer.map_err(|_| Outcome::Error))
+        };
+        match answer {
+            Some(Ok(decision)) if decision.is_exempt() => record.outcome = Outcome::Unchecked,
+            // Shadow mode let a denial through: the store recorded nothing.
+            Some(Ok(decision)) if decision.would_deny() => record.outcome = Outcome::Denied,
+            Some(Err(outcome)) => record.outcome = outcome,
+            answer => self.decided(&mut record, answer),
         }
         record.took = started.elapsed();
         self.record(record);

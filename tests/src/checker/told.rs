@@ -18,7 +18,11 @@
 //!   and an admission whose span holds a reset is reported, not counted. So is a counter's
 //!   admission whose span holds the edge of a fixed window (for the fixed windows only), and
 //!   a leased subject's admission within its lease's length after a restart (the limiters
-//!   still spend the reserves the restart forgot: the data loss the store contract names).
+//!   still spend the reserves the restart forgot: the data loss the store contract names);
+//! - a subject the shared limits' changes address is judged, in each window, against the
+//!   highest threshold any version of them possible during it gives it (`changes.rs`): the
+//!   store contract's bound while limits change; a window during which one version alone is
+//!   possible is exact under its threshold.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -208,31 +212,68 @@ fn judge_epochs(
             .map(|b| b.to);
         if rate.algorithm() == Algorithm::SlidingWindowCounter {
             fixed_windows(judged, &told, period, after, verdict);
+            // A rolling window's bound leans on the fixed window before it too.
             sliding(
                 judged,
                 &told,
                 period,
-                2 * rate.threshold() - 1,
+                |from, to, verdict| {
+                    judged
+                        .bound(from.saturating_sub(period), to, verdict)
+                        .map(|t| 2 * t - 1)
+                },
                 after,
                 verdict,
             );
         } else {
-            sliding(judged, &told, period, rate.threshold(), after, verdict);
+            sliding(
+                judged,
+                &told,
+                period,
+                |from, to, verdict| judged.bound(from, to, verdict),
+                after,
+                verdict,
+            );
         }
     }
 }
 
-/// No window of `period` holds more than `bound` of `told` (sorted by start).
+impl Judged<'_> {
+    /// The most a window `[from, to]` (server µs) may hold of the subject: its threshold, or
+    /// for a subject the shared limits address the highest threshold any of their versions
+    /// possible then gives it (`None`: none checks it then; nothing may be admitted).
+    fn bound(&self, from: u64, to: u64, verdict: &mut Verdict) -> Option<u64> {
+        if self.subject.address.is_none() {
+            return Some(self.subject.rate.threshold());
+        }
+        let possible = self
+            .inputs
+            .timeline
+            .possible(self.subject, from, to, &self.inputs.wipes);
+        verdict.count(
+            if possible.len() == 1 {
+                "judged: windows of registered subjects under one threshold (exact)"
+            } else {
+                "judged: windows of registered subjects across a change (the highest bound)"
+            },
+            1,
+        );
+        possible.last().copied()
+    }
+}
+
+/// No window of `period` holds more than `bound` gives it (from its start and end, server
+/// µs; `None`: nothing) of `told` (sorted by start).
 fn sliding(
     judged: &Judged<'_>,
     told: &[Told],
     period: u64,
-    bound: u64,
+    bound: impl Fn(u64, u64, &mut Verdict) -> Option<u64>,
     after: Option<u64>,
     verdict: &mut Verdict,
 ) {
-    // The most is reached in a window that starts at an admission's start.
-    let mut worst: Option<(u64, u64, Vec<&Told>)> = None;
+    // The most over its bound is reached in a window that starts at an admission's start.
+    let mut worst: Option<(u64, u64, u64, Vec<&Told>)> = None;
     for (i, first) in told.iter().enumerate() {
         let from = first.start;
         let inside: Vec<&Told> = told[i..]
@@ -241,11 +282,17 @@ fn sliding(
             .filter(|t| t.end < from + period)
             .collect();
         let sum: u64 = inside.iter().map(|t| t.cost).sum();
-        if sum > bound && worst.as_ref().is_none_or(|(most, _, _)| sum > *most) {
-            worst = Some((sum, from, inside));
+        let most = bound(from, from + period, verdict).unwrap_or(0);
+        if sum > most
+            && worst
+                .as_ref()
+                .is_none_or(|(excess, _, _, _)| sum - most > *excess)
+        {
+            worst = Some((sum - most, sum, from, inside));
         }
     }
-    if let Some((sum, from, inside)) = worst {
+    if let Some((excess, sum, from, inside)) = worst {
+        let bound = sum - excess;
         let kind = if judged.subject.rate.algorithm() == Algorithm::SlidingWindowCounter {
             "rolling window (2 × threshold − 1)"
         } else {
@@ -283,9 +330,11 @@ fn fixed_windows(
         }
         windows.entry(window).or_default().push(one);
     }
-    let threshold = judged.subject.rate.threshold();
     for (window, inside) in windows {
         let sum: u64 = inside.iter().map(|t| t.cost).sum();
+        let threshold = judged
+            .bound(window * period, (window + 1) * period, verdict)
+            .unwrap_or(0);
         if sum > threshold {
             verdict.violation(format!(
                 "told: {}{} admitted {sum} in its fixed window from {} (threshold {threshold}); {}",

@@ -28,6 +28,9 @@ enum Script {
     /// `peek.lua` (both variants), `probe.lua` (removes an empty range): nothing to
     /// account.
     Other,
+    /// `registry_read.lua`, `registry_write.lua`: the limits shared through Redis, which no
+    /// limit's key holds (their changes are the changer's timeline).
+    Registry,
 }
 
 macro_rules! source {
@@ -82,6 +85,8 @@ fn known_scripts() -> HashMap<String, Script> {
             hash(&format!("{counter}{}", source!("reset.lua"))),
             Script::Reset,
         ),
+        (hash(source!("registry_read.lua")), Script::Registry),
+        (hash(source!("registry_write.lua")), Script::Registry),
     ])
 }
 
@@ -143,7 +148,7 @@ impl Run {
                     period: number(3 + 3 * i),
                     threshold: number(4 + 3 * i),
                 },
-                Script::Reset | Script::Other => continue,
+                Script::Reset | Script::Other | Script::Registry => continue,
             };
             limits.insert(key.as_str(), args);
         }
@@ -174,6 +179,10 @@ struct LogAdmission {
     score: u64,
     epoch: u32,
     refunded: bool,
+    /// The threshold its script checked it against, and the script run's place in the order
+    /// the servers ran them.
+    threshold: u64,
+    run: usize,
 }
 
 #[derive(Default)]
@@ -235,6 +244,8 @@ pub(crate) struct Inputs<'a> {
     /// The data nodes' ports: what a node receives from one of them is replication.
     pub(crate) servers: &'a [u16],
     pub(crate) prefix: &'a str,
+    /// The changes of the limits shared through Redis made during the run.
+    pub(crate) timeline: &'a super::changes::Timeline,
 }
 
 /// Judges a topology's run.
@@ -261,7 +272,26 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
     // Per (counter hash, field): the last value a script wrote, `(window, prev, cur)` (a
     // lease's grant is its `cur` less the one before).
     let mut written: HashMap<(String, String), (u64, u64, u64)> = HashMap::new();
+    // The registered subjects, by their stored keys (a log's, a counter's hash).
+    let registered: HashMap<String, &Subject> = inputs
+        .subjects
+        .iter()
+        .filter(|subject| subject.address.is_some())
+        .flat_map(|subject| {
+            let key = format!("{}{}", inputs.prefix, subject.key);
+            [(format!("{key}{COUNTER_SUFFIX}"), subject), (key, subject)]
+        })
+        .collect();
     for (at, run) in runs.iter().enumerate() {
+        if run.script == Script::Registry {
+            continue;
+        }
+        if matches!(
+            run.script,
+            Script::One | Script::Counter | Script::Limits | Script::Lease
+        ) {
+            possible_thresholds(run, &registered, inputs, &mut verdict);
+        }
         while wipes.peek().is_some_and(|&wipe| wipe <= run.micros) {
             wipes.next();
             for log in logs.values_mut() {
@@ -325,7 +355,14 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                     if let Some(limit) = limits.get(key.as_str()) {
                         log.period = limit.period;
                         log.threshold = limit.threshold;
-                        let rate = (limit.period, limit.threshold);
+                        // A registered subject's threshold changes with the shared limits:
+                        // its log is another's only if the period differs.
+                        let threshold = if registered.contains_key(key) {
+                            0
+                        } else {
+                            limit.threshold
+                        };
+                        let rate = (limit.period, threshold);
                         if *rates.entry(key.clone()).or_insert(rate) != rate {
                             shared_logs.insert(hot_key(key, inputs.prefix));
                         }
@@ -342,10 +379,13 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                             .entry(member.clone())
                             .or_default()
                             .push(log.admissions.len());
+                        let threshold = log.threshold;
                         log.admissions.push(LogAdmission {
                             score,
                             epoch: log.epoch,
                             refunded: false,
+                            threshold,
+                            run: at,
                         });
                         *server.entry(hot_key(key, inputs.prefix)).or_default() += 1;
                         verdict.count("judged: log admissions (members)", 1);
@@ -654,7 +694,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                 }
                             }
                         }
-                        Script::Reset | Script::Other => {}
+                        Script::Reset | Script::Other | Script::Registry => {}
                     }
                 }
                 _ => {}
@@ -791,6 +831,14 @@ fn reset(
                 .map(|(member, &score)| (member.clone(), score))
                 .collect();
             for (member, score) in live {
+                // Kept as its lease recorded it: that check's threshold and place.
+                let (threshold, run) = log
+                    .by_member
+                    .get(&member)
+                    .and_then(|all| all.last())
+                    .map_or((log.threshold, 0), |&at| {
+                        (log.admissions[at].threshold, log.admissions[at].run)
+                    });
                 log.by_member
                     .entry(member)
                     .or_default()
@@ -799,6 +847,8 @@ fn reset(
                     score,
                     epoch,
                     refunded: false,
+                    threshold,
+                    run,
                 });
             }
         }
@@ -953,35 +1003,39 @@ fn exactness(
     verdict: &mut Verdict,
 ) {
     for (key, log) in logs {
-        let mut by_epoch: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        let mut by_epoch: BTreeMap<u32, Vec<&LogAdmission>> = BTreeMap::new();
         for admission in log.admissions.iter().filter(|a| !a.refunded) {
-            by_epoch
-                .entry(admission.epoch)
-                .or_default()
-                .push(admission.score);
+            by_epoch.entry(admission.epoch).or_default().push(admission);
         }
-        for scores in by_epoch.values_mut() {
-            scores.sort_unstable();
+        for admissions in by_epoch.values_mut() {
+            admissions.sort_by_key(|a| a.score);
+            // Every window's admissions were all counted by the check of the one decided
+            // last among them (its window held them all): the window holds at most that
+            // check's threshold, the one in force where and when it ran.
             let mut first = 0;
-            let mut worst = (0, 0);
-            for (last, &score) in scores.iter().enumerate() {
-                while scores[first] + log.period <= score {
+            let mut worst: Option<(usize, u64, u64)> = None;
+            for (last, admission) in admissions.iter().enumerate() {
+                while admissions[first].score + log.period <= admission.score {
                     first += 1;
                 }
                 let count = last + 1 - first;
-                if count > worst.0 {
-                    worst = (count, score);
+                let decided_last = admissions[first..=last]
+                    .iter()
+                    .max_by_key(|a| a.run)
+                    .map_or(0, |a| a.threshold);
+                if decided_last > 0
+                    && count as u64 > decided_last
+                    && worst.is_none_or(|(most, _, _)| count > most)
+                {
+                    worst = Some((count, admission.score, decided_last));
                 }
             }
-            if worst.0 as u64 > log.threshold && log.threshold > 0 {
+            if let Some((count, score, threshold)) = worst {
                 verdict.violation(format!(
-                    "exactness: log {} admitted {} in the window of {} s ending at server time \
-                     {} µs (threshold {})",
+                    "exactness: log {} admitted {count} in the window of {} s ending at server \
+                     time {score} µs (threshold {threshold}, its last check's)",
                     hot_key(key, prefix),
-                    worst.0,
                     log.period / 1_000_000,
-                    worst.1,
-                    log.threshold
                 ));
             }
         }
@@ -996,6 +1050,39 @@ fn exactness(
                     period / 1_000_000
                 ));
             }
+        }
+    }
+}
+
+/// A check script's run on a registered subject's key checked it against a threshold one of
+/// the shared limits' versions possible then gives it (`changes.rs`): no instance applied a
+/// threshold nobody set, nor one long after every instance had another.
+fn possible_thresholds(
+    run: &Run,
+    registered: &HashMap<String, &Subject>,
+    inputs: &Inputs<'_>,
+    verdict: &mut Verdict,
+) {
+    for (key, limit) in run.limits() {
+        let Some(subject) = registered.get(key) else {
+            continue;
+        };
+        let possible = inputs.timeline.possible(
+            subject,
+            run.micros.saturating_sub(1_000),
+            run.micros + 1_000,
+            &inputs.wipes,
+        );
+        verdict.count(
+            "judged: checks of registered subjects against the shared limits",
+            1,
+        );
+        if !possible.contains(&limit.threshold) {
+            verdict.violation(format!(
+                "shared limits: {} was checked against {} at server time {} µs, where the \
+                 thresholds possible were {possible:?}",
+                subject.name, limit.threshold, run.micros
+            ));
         }
     }
 }
@@ -1047,8 +1134,11 @@ fn accounting(
                 (Kind::CheckAll, Outcome::Denied) if record.cross_slot => {
                     *unknown.entry(key).or_default() += cost;
                 }
-                (_, Outcome::Denied | Outcome::Done) => {}
-                (_, Outcome::Policy { .. } | Outcome::Error | Outcome::Cancelled) => {
+                (_, Outcome::Denied | Outcome::Done | Outcome::Unchecked) => {}
+                (
+                    _,
+                    Outcome::Policy { .. } | Outcome::Error | Outcome::Cancelled | Outcome::Unknown,
+                ) => {
                     *unknown.entry(key).or_default() += cost;
                 }
             }
@@ -1190,6 +1280,7 @@ mod tests {
             policies: &[],
             servers: &[],
             prefix: "p:",
+            timeline: &crate::checker::changes::Timeline::new(10_000_000),
         };
         judge(&inputs).violations
     }
