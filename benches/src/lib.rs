@@ -283,6 +283,37 @@ fn csv_fields(line: &str) -> Vec<String> {
         .collect()
 }
 
+/// `rounds` rounds of `a` and `b` (each a round's mean time per call), alternating which goes
+/// first so that a drift of the machine falls on both: each round's pair, in µs.
+pub async fn alternating(
+    rounds: usize,
+    mut a: impl AsyncFnMut() -> Duration,
+    mut b: impl AsyncFnMut() -> Duration,
+) -> Vec<(f64, f64)> {
+    let mut pairs = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let (first, second) = if round % 2 == 0 {
+            let first = a().await;
+            (first, b().await)
+        } else {
+            let second = b().await;
+            (a().await, second)
+        };
+        pairs.push((first.as_secs_f64() * 1e6, second.as_secs_f64() * 1e6));
+    }
+    pairs
+}
+
+/// The median of `values` (the upper one of an even count), sorting them.
+///
+/// # Panics
+///
+/// When `values` is empty.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 /// The `p`-th percentile (0 ..= 100) of sorted latencies, in microseconds.
 #[must_use]
 pub fn percentile_us(sorted: &[Duration], p: f64) -> f64 {

@@ -140,7 +140,19 @@ fn store_from_settings(
         (variable, builder.redis_url(&url).build())
     } else if shared {
         // In process, nothing is shared: a mistake to fix, never limits silently not shared.
-        (SHARED_LIMITS, builder.build())
+        tracing::error!(
+            variable = SHARED_LIMITS,
+            "the default rate limiter is in process and shares no limits; every check \
+             answers InvalidConfig until a Redis setting is given"
+        );
+        return Limiter::misconfigured(
+            format!(
+                "{SHARED_LIMITS} needs Redis: set RATELIMIT_REDIS_URL, REDIS_URL or \
+                 RATELIMIT_REDIS_CLUSTER"
+            )
+            .into(),
+            FailurePolicy::default(),
+        );
     } else {
         return Limiter::memory();
     };

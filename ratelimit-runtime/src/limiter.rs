@@ -661,6 +661,7 @@ impl Limiter {
         self.shared
             .registry
             .update(Source::Api, change)
+            .map(|_| ())
             .map_err(|reason| RateLimitError::InvalidConfig(reason.into()))
     }
 
@@ -681,7 +682,7 @@ impl Limiter {
     }
 
     /// The limits shared by every instance through Redis: written here (each change one
-    /// atomic write to Redis, in force on this instance when it returns), followed by every
+    /// atomic write to Redis, read back here before it returns), followed by every
     /// instance built with
     /// [`LimiterBuilder::shared_limits`](crate::LimiterBuilder::shared_limits) within about a
     /// quarter of a second. Without it, every call fails with
@@ -695,19 +696,23 @@ impl Limiter {
             shared: shared
                 .following()
                 .map(|(_, follower, store)| (follower, store)),
+            now: shared.now_us(),
         }
     }
 
     /// How many changes of the limits file were rejected since the limiter was built (each
-    /// logged at error level, the limits in force kept): for a health check that tells an
-    /// operator their last edit did not take.
+    /// logged at error level, the limits in force kept), and entries of the
+    /// [shared limits](Limiter::shared_limits) skipped (malformed, or contradicting the code;
+    /// each time one is read): for a health check that tells an operator their last edit did
+    /// not take.
     #[must_use]
     pub fn limits_rejected(&self) -> u64 {
         self.shared.registry.rejected()
     }
 
-    /// The limiter's mode in force: the latest source's, else the one it was built with
-    /// ([`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)).
+    /// The limiter's mode in force: that of the strongest source that sets one (this API's,
+    /// then the [shared limits](Limiter::shared_limits)', then a limits file's), else the
+    /// one it was built with ([`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)).
     #[must_use]
     pub fn mode(&self) -> Mode {
         self.shared.registry.mode()

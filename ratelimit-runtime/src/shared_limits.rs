@@ -4,14 +4,16 @@
 use crate::error::RateLimitError;
 use crate::registry::catalog;
 use crate::registry::redis::{self, Follower};
-use crate::registry::{Limits, Mode, Override, Registry, ScopeLimits};
+use crate::registry::{Limits, Mode, Override, Registry, ScopeLimits, Source};
 use crate::store::redis::RedisStore;
+use crate::store::redis::registry::Write;
 
 /// The limits shared by every instance through Redis, changed at run time (see
 /// [`Limiter::shared_limits`](crate::Limiter::shared_limits) and
 /// [`guide::operating`](crate::guide::operating#the-limits-shared-through-redis)): each change
-/// is one atomic write to the limiter's Redis, in force on this instance when it returns and
-/// on every other instance that follows them within about a quarter of a second. Between
+/// is one atomic write to the limiter's Redis, read back by this instance before it returns
+/// (so in force here then, unless Redis could not be read that instant) and by every other
+/// instance that follows them within about a quarter of a second. Between
 /// sources, the shared limits win over a limits file's entries and yield to
 /// [`Limiter::set_limits`](crate::Limiter::set_limits)', at equal specificity.
 ///
@@ -19,11 +21,15 @@ use crate::store::redis::RedisStore;
 /// limiter does not follow the shared limits
 /// ([`LimiterBuilder::shared_limits`](crate::LimiterBuilder::shared_limits)), and with
 /// [`RateLimitError::Unavailable`] when Redis did not take the change in time (it may have,
-/// when only the reply was lost: writing it again is safe, a value written twice changes
-/// nothing the second time).
+/// and may still, when only the reply was lost or the write is held on its way: read
+/// [`entries`](SharedLimits::entries) before writing again). A write sent again after a
+/// dropped connection runs once: each carries an id of its own.
 pub struct SharedLimits<'a> {
     pub(crate) registry: &'a Registry,
     pub(crate) shared: Option<(&'a Follower, &'a RedisStore)>,
+    /// The limiter's now when this was made (µs since the Unix epoch), by which overrides
+    /// expire.
+    pub(crate) now: u64,
 }
 
 impl std::fmt::Debug for SharedLimits<'_> {
@@ -46,7 +52,7 @@ impl SharedLimits<'_> {
     pub async fn set_scope(&self, scope: &str, entry: ScopeLimits) -> Result<(), RateLimitError> {
         let writes = redis::scope_writes(scope, &entry);
         judged(&Limits::new().scope(scope, entry))?;
-        self.write(None, &writes).await
+        self.write(None, writes).await
     }
 
     /// Removes `scope`'s whole entry: its rate, its mode and every override of its keys.
@@ -56,7 +62,7 @@ impl SharedLimits<'_> {
     /// See [`SharedLimits`].
     pub async fn remove_scope(&self, scope: &str) -> Result<(), RateLimitError> {
         let (clear, writes) = redis::scope_removal(scope);
-        self.write(Some(&clear), &writes).await
+        self.write(Some(&clear), writes.into()).await
     }
 
     /// Sets the override of the caller's `key` in `scope` (the key as the caller gives it,
@@ -72,7 +78,7 @@ impl SharedLimits<'_> {
         over: Override,
     ) -> Result<(), RateLimitError> {
         judged(&Limits::new().scope(scope, ScopeLimits::new().key(key, over)))?;
-        self.write(None, &[redis::override_write(scope, key, &over)])
+        self.write(None, vec![redis::override_write(scope, key, &over)])
             .await
     }
 
@@ -82,7 +88,7 @@ impl SharedLimits<'_> {
     ///
     /// See [`SharedLimits`].
     pub async fn remove_override(&self, scope: &str, key: &str) -> Result<(), RateLimitError> {
-        self.write(None, &[(redis::key_field(scope, key), None)])
+        self.write(None, vec![Write::Remove(redis::key_field(scope, key))])
             .await
     }
 
@@ -94,7 +100,7 @@ impl SharedLimits<'_> {
     ///
     /// See [`SharedLimits`].
     pub async fn set_mode(&self, mode: Option<Mode>) -> Result<(), RateLimitError> {
-        self.write(None, &[redis::mode_write(mode)]).await
+        self.write(None, vec![redis::mode_write(mode)]).await
     }
 
     /// Every entry Redis holds now, read in one round trip (an entry that does not parse, or
@@ -107,8 +113,16 @@ impl SharedLimits<'_> {
         let (_, store) = self.followed()?;
         let read = store.read_shared(None).await?;
         let mut limits = Limits::new();
-        redis::apply_read(&mut limits, &read);
+        redis::apply_reads(&mut limits, std::slice::from_ref(&read));
         Ok(limits)
+    }
+
+    /// The shared limits this instance has in force now, as it last read them (no round
+    /// trip; entries it skipped left out): what [`entries`](SharedLimits::entries) answered
+    /// when every instance is up to date.
+    #[must_use]
+    pub fn in_force(&self) -> Limits {
+        self.registry.get(Source::Redis)
     }
 
     /// Reads the changes made since this instance last read them, and puts them in force now
@@ -128,21 +142,37 @@ impl SharedLimits<'_> {
         self.shared.ok_or_else(|| {
             RateLimitError::InvalidConfig(
                 "this limiter does not follow the shared limits: build it on Redis with \
-                 `LimiterBuilder::shared_limits()`"
+                 `LimiterBuilder::shared_limits()` (the default limiter: set \
+                 `RATELIMIT_SHARED_LIMITS=true`)"
                     .into(),
             )
         })
     }
 
-    /// Writes `writes` after removing the fields `clear` matches, then puts the change in
-    /// force on this instance.
+    /// Writes `writes` after removing the fields `clear` matches (and the overrides this
+    /// instance saw expired, unless written again since), then puts the change in force on
+    /// this instance.
     async fn write(
         &self,
         clear: Option<&str>,
-        writes: &[(String, Option<String>)],
+        mut writes: Vec<Write>,
     ) -> Result<(), RateLimitError> {
         let (follower, store) = self.followed()?;
-        store.write_shared(clear, writes).await?;
+        let expired = redis::expired(&self.registry.get(Source::Redis), self.now);
+        // What this write sets wins over a removal of what expired.
+        let expired: Vec<Write> = expired
+            .into_iter()
+            .filter(|gone| {
+                let Write::RemoveIf(field, _) = gone else {
+                    return false;
+                };
+                !writes
+                    .iter()
+                    .any(|write| matches!(write, Write::Set(set, _) if set == field))
+            })
+            .collect();
+        writes.extend(expired);
+        store.write_shared(clear, &writes).await?;
         // Written: in force here now, unless Redis cannot be read this instant (the thread
         // reads it again within a quarter of a second).
         if let Err(error) = self.registry.catch_up(follower, store).await {

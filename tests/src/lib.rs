@@ -567,6 +567,37 @@ pub fn fields(
     )
 }
 
+/// Writes `field` = `value` into the limits shared through Redis under `prefix` by hand, as
+/// the guide's `operating` page shows: `HSET` of the entries' hash, then `XADD` of the change
+/// log naming the field.
+///
+/// # Panics
+///
+/// When Redis refuses either command.
+pub async fn write_shared_by_hand(
+    connection: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    field: &str,
+    value: &str,
+) {
+    let () = redis::cmd("HSET")
+        .arg(format!("{prefix}{{registry}}entries"))
+        .arg(field)
+        .arg(value)
+        .query_async(connection)
+        .await
+        .map(|_: u64| ())
+        .expect("HSET");
+    let _: String = redis::cmd("XADD")
+        .arg(format!("{prefix}{{registry}}changes"))
+        .arg("*")
+        .arg("field")
+        .arg(field)
+        .query_async(connection)
+        .await
+        .expect("XADD");
+}
+
 /// How many admissions `key`'s log of `rate` holds now, read with a look (`Limiter::peek`,
 /// which records nothing).
 ///

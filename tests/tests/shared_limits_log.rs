@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use ratelimit_runtime::{Limiter, Rate, ScopeLimits};
-use redis::AsyncCommands as _;
 use tests::journal::Journal;
 use tests::proxy::{Fault, FaultProxy};
 use tests::{TestRedis, unique_prefix, wait_for};
@@ -37,22 +36,12 @@ async fn an_instance_logs_each_change_each_skipped_entry_and_its_outages() {
     limiter.shared_limits().refresh().await.expect("read");
 
     let mut connection = redis.connection().await;
-    let entries = format!("{prefix}{{registry}}entries");
-    let log = format!("{prefix}{{registry}}changes");
     for (field, value) in [
         ("key:hand/user-secret-77", "block until=later"),
         ("scope:hand-bad", "threshold=ten period=1h"),
         ("scope:hand-good", "threshold=6 period=1h"),
     ] {
-        let _: () = connection.hset(&entries, field, value).await.expect("HSET");
-        let _: String = redis::cmd("XADD")
-            .arg(&log)
-            .arg("*")
-            .arg("field")
-            .arg(field)
-            .query_async(&mut connection)
-            .await
-            .expect("XADD");
+        tests::write_shared_by_hand(&mut connection, &prefix, field, value).await;
     }
     let deadline = Duration::from_secs(10);
     wait_for("the good entry logged", deadline, async || {

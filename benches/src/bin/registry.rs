@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use benches::{BenchRedis, setting};
+use benches::{BenchRedis, alternating, median, setting};
 use ratelimit_runtime::{
     FailurePolicy, Limiter, Limits, Override, Rate, RateLimitError, ScopeLimits, rate_limit,
 };
@@ -49,11 +49,6 @@ async fn run(limiter: &Limiter, keys: &[String], checks: usize) -> Duration {
     started.elapsed() / u32::try_from(checks).expect("checks fit a u32")
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let redis = BenchRedis::start();
@@ -75,16 +70,13 @@ async fn main() {
     run(&overrides, &keys, KEYS).await;
     eprintln!("== the registry on the Redis check: {rounds} rounds of {checks} checks each, c = 1");
     let (mut code_us, mut overrides_us, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        // Alternating which goes first, so that a drift of the machine falls on both.
-        let (a, b) = if round % 2 == 0 {
-            let a = run(&code, &keys, checks).await;
-            (a, run(&overrides, &keys, checks).await)
-        } else {
-            let b = run(&overrides, &keys, checks).await;
-            (run(&code, &keys, checks).await, b)
-        };
-        let (a, b) = (a.as_secs_f64() * 1e6, b.as_secs_f64() * 1e6);
+    let pairs = alternating(
+        rounds,
+        async || run(&code, &keys, checks).await,
+        async || run(&overrides, &keys, checks).await,
+    )
+    .await;
+    for (round, (a, b)) in pairs.into_iter().enumerate() {
         println!(
             "{{\"bench\":\"registry_round\",\"round\":{round},\"code_us\":{a:.3},\"overrides_us\":{b:.3},\"ratio\":{:.4}}}",
             b / a

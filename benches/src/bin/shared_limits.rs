@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use benches::{BenchRedis, command_stats, reset_stats, setting};
+use benches::{BenchRedis, alternating, command_stats, median, reset_stats, setting};
 use ratelimit_runtime::{
     FailurePolicy, Limiter, Override, Rate, RateLimitError, ScopeLimits, rate_limit,
 };
@@ -61,11 +61,6 @@ async fn run(limiter: &Limiter, keys: &[String], checks: usize) -> Duration {
             .expect("admitted");
     }
     started.elapsed() / u32::try_from(checks).expect("checks fit a u32")
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// The scripts run (`EVALSHA` and `EVAL`) since the last reset.
@@ -111,16 +106,13 @@ async fn main() {
         "== the shared limits on the Redis check: {rounds} rounds of {checks} checks each, c = 1"
     );
     let (mut plain_us, mut shared_us, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        // Alternating which goes first, so that a drift of the machine falls on both.
-        let (a, b) = if round % 2 == 0 {
-            let a = run(&plain, &keys, checks).await;
-            (a, run(&shared, &keys, checks).await)
-        } else {
-            let b = run(&shared, &keys, checks).await;
-            (run(&plain, &keys, checks).await, b)
-        };
-        let (a, b) = (a.as_secs_f64() * 1e6, b.as_secs_f64() * 1e6);
+    let pairs = alternating(
+        rounds,
+        async || run(&plain, &keys, checks).await,
+        async || run(&shared, &keys, checks).await,
+    )
+    .await;
+    for (round, (a, b)) in pairs.into_iter().enumerate() {
         println!(
             "{{\"bench\":\"shared_limits_round\",\"round\":{round},\"plain_us\":{a:.3},\"shared_us\":{b:.3},\"ratio\":{:.4}}}",
             b / a

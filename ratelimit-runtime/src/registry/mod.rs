@@ -264,18 +264,32 @@ impl Registry {
 
     /// Puts a read of the limits shared through Redis in force as [`Source::Redis`]'s entries
     /// (an entry that does not parse, or that the code's limits reject, left out and logged
-    /// by `redis.rs`), counted as a load of that source.
-    pub(crate) fn apply_shared(&self, read: &SharedRead) {
-        let applied = self.update(Source::Redis, |limits| redis::apply_read(limits, read));
-        if let Err(error) = &applied {
-            tracing::error!(
-                source = Source::Redis.name(),
-                %error,
-                "a change of the shared limits is rejected"
-            );
+    /// by `redis.rs`, and counted among the rejected changes), counted as a load of that
+    /// source when it changed them, or skipped an entry.
+    pub(crate) fn apply_shared(&self, reads: &[SharedRead]) {
+        let mut skipped = 0;
+        let applied = self.update(Source::Redis, |limits| {
+            skipped = redis::apply_reads(limits, reads);
+        });
+        for _ in 0..skipped {
             self.count_rejected();
         }
-        crate::telemetry::registry_load(Source::Redis.name(), applied.is_ok());
+        match applied {
+            Ok(changed) => {
+                if changed || skipped > 0 {
+                    crate::telemetry::registry_load(Source::Redis.name(), skipped == 0);
+                }
+            }
+            Err(error) => {
+                tracing::error!(
+                    source = Source::Redis.name(),
+                    %error,
+                    "a change of the shared limits is rejected"
+                );
+                self.count_rejected();
+                crate::telemetry::registry_load(Source::Redis.name(), false);
+            }
+        }
     }
 
     /// Reads the changes of the limits shared through Redis made since `follower` last read
@@ -290,7 +304,7 @@ impl Registry {
         store: &RedisStore,
     ) -> Result<bool, StoreError> {
         follower
-            .catch_up(store, |read| self.apply_shared(read))
+            .catch_up(store, |reads| self.apply_shared(reads))
             .await
     }
 
@@ -386,11 +400,12 @@ impl Registry {
     ///
     /// What the code's limits reject in `limits` (see [`catalog::judge`]): nothing changed.
     pub(crate) fn set(&self, source: Source, limits: Limits) -> Result<(), String> {
-        self.update(source, |entries| *entries = limits)
+        self.update(source, |entries| *entries = limits).map(|_| ())
     }
 
     /// Changes `source`'s entries by `change`, as [`set`](Registry::set) does, one change at
     /// a time (no concurrent change is lost between reading the entries and writing them).
+    /// Returns whether they changed.
     ///
     /// # Errors
     ///
@@ -399,7 +414,7 @@ impl Registry {
         &self,
         source: Source,
         change: impl FnOnce(&mut Limits),
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = sources[source as usize].clone();
         change(&mut changed);
@@ -417,8 +432,7 @@ impl Registry {
                 );
             }
         }
-        self.commit(&mut sources, source, changed);
-        Ok(())
+        Ok(self.commit(&mut sources, source, changed))
     }
 
     /// Sets `source`'s mode for the whole limiter (`None`: none, the weaker sources' in
@@ -427,17 +441,17 @@ impl Registry {
         let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = sources[source as usize].clone();
         changed.mode = mode;
-        self.commit(&mut sources, source, changed);
+        let _ = self.commit(&mut sources, source, changed);
     }
 
-    /// Puts `changed` in force as `source`'s entries (`sources`, under their lock); nothing
-    /// when they are that source's entries already (a reconciling loop's, a file's comment
+    /// Puts `changed` in force as `source`'s entries (`sources`, under their lock), and
+    /// returns `true`; nothing, `false`, when they are that source's entries already (a reconciling loop's, a file's comment
     /// edited): no log, and the deny cache and leases are kept. (A source that repeats
     /// another's entry, or sets the mode in force, changes its own entries: that is a
     /// change.)
-    fn commit(&self, sources: &mut [Limits], source: Source, changed: Limits) {
+    fn commit(&self, sources: &mut [Limits], source: Source, changed: Limits) -> bool {
         if sources[source as usize] == changed {
-            return;
+            return false;
         }
         let old_mode = self.mode();
         let old = self.snapshot.load_full();
@@ -465,6 +479,7 @@ impl Registry {
         if let Some(applied) = self.applied.get() {
             applied();
         }
+        true
     }
 }
 
@@ -644,6 +659,7 @@ async fn follow_on<S>(
 ) {
     let source = Source::Redis.name();
     let mut failing = false;
+    let mut read_once = false;
     loop {
         {
             let Some(owner) = owner.upgrade() else {
@@ -655,15 +671,25 @@ async fn follow_on<S>(
             match registry.catch_up(follower, store).await {
                 Ok(_) if failing => {
                     failing = false;
+                    read_once = true;
                     tracing::info!(source, "the shared limits are read again");
                 }
-                Ok(_) => {}
-                Err(error) if !failing => {
+                Ok(_) => read_once = true,
+                Err(error) if !failing && read_once => {
                     failing = true;
                     tracing::warn!(
                         source,
                         %error,
                         "the shared limits cannot be read: the last ones read stay in force"
+                    );
+                }
+                Err(error) if !failing => {
+                    failing = true;
+                    tracing::warn!(
+                        source,
+                        %error,
+                        "the shared limits cannot be read yet: the code's limits (and a limits \
+                         file's) are in force until they are"
                     );
                 }
                 Err(_) => {}

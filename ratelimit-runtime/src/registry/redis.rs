@@ -29,7 +29,7 @@ use crate::error::StoreError;
 use crate::layout::{escape_key, unescape};
 use crate::rate::Rate;
 use crate::store::redis::RedisStore;
-use crate::store::redis::registry::SharedRead;
+use crate::store::redis::registry::{SharedRead, Write};
 
 /// The source's name in logs and metrics.
 const SOURCE: &str = "redis";
@@ -65,8 +65,22 @@ impl Field {
         }
     }
 
-    /// The field `name` names.
+    /// The field `name` names, written as [`name`](Field::name) writes it (another spelling
+    /// of it, a backslash before a character that needs none, would name it twice).
     fn parse(name: &str) -> Result<Field, String> {
+        let field = Field::parse_any(name)?;
+        if field.name() != name {
+            return Err(
+                "a field in another spelling than its own: a backslash only before `\\`, \
+                 `/`, `@` or `#`, `\\(` for `{` and `\\)` for `}`"
+                    .into(),
+            );
+        }
+        Ok(field)
+    }
+
+    /// The field `name` names, however it spells it.
+    fn parse_any(name: &str) -> Result<Field, String> {
         if name == MODE {
             return Ok(Field::Mode);
         }
@@ -289,7 +303,8 @@ fn parse_override(value: &str) -> Result<Override, String> {
 
 /// Puts `value` (`None`: removed) of `field` into `limits`, as one source's entries; a value
 /// that does not parse, or that the code's limits reject, leaves the entry out, logged.
-fn apply(limits: &mut Limits, name: &str, value: Option<&str>) {
+/// Returns whether it was left out so.
+fn apply(limits: &mut Limits, name: &str, value: Option<&str>) -> bool {
     let field = match Field::parse(name) {
         Ok(field) => field,
         Err(error) => {
@@ -299,9 +314,10 @@ fn apply(limits: &mut Limits, name: &str, value: Option<&str>) {
                 "an entry of the shared limits is skipped"
             );
             tracing::debug!(field = name, "the skipped entry's field");
-            return;
+            return true;
         }
     };
+    let mut skipped = false;
     let parsed = value.map(|value| parsed(&field, value)).transpose();
     let parsed = parsed.unwrap_or_else(|error| {
         tracing::error!(
@@ -313,6 +329,7 @@ fn apply(limits: &mut Limits, name: &str, value: Option<&str>) {
         if let Field::Key { key, .. } = &field {
             tracing::debug!(key, "the skipped override's key");
         }
+        skipped = true;
         None
     });
     match (field, parsed) {
@@ -346,6 +363,7 @@ fn apply(limits: &mut Limits, name: &str, value: Option<&str>) {
             forget_if_empty(limits, &scope);
         }
     }
+    skipped
 }
 
 /// A field's value, parsed.
@@ -387,15 +405,24 @@ fn forget_if_empty(limits: &mut Limits, scope: &str) {
 /// What an instance knows of the shared limits: the last change it applied.
 #[derive(Default)]
 pub(crate) struct Follower {
-    /// The id of the last log entry applied (`None`: nothing read yet); held while a read is
-    /// applied, so that reads apply one at a time and in order.
-    last: async_lock::Mutex<Option<String>>,
+    /// Held while reads are applied, so that they apply one at a time and in order.
+    last: async_lock::Mutex<Followed>,
+}
+
+/// What a [`Follower`] read last.
+#[derive(Default)]
+struct Followed {
+    /// The last log entry applied: its id and mark (`None`: nothing read yet).
+    entry: Option<(String, String)>,
+    /// A fingerprint of the last whole read, when nothing was read since (the same whole read
+    /// again is not applied again).
+    whole: Option<u64>,
 }
 
 impl Follower {
-    /// Reads the changes since the last one applied from `store`, and has `apply` put each
-    /// read in force (every entry, the first time or when the log no longer holds the last
-    /// one). Returns whether anything was read.
+    /// Reads the changes since the last one applied from `store`, every page of them, and has
+    /// `apply` put them in force at once (never a part of a change); every entry, the first
+    /// time or when the log no longer holds the last one. Returns whether anything was read.
     ///
     /// # Errors
     ///
@@ -403,30 +430,57 @@ impl Follower {
     pub(crate) async fn catch_up(
         &self,
         store: &RedisStore,
-        mut apply: impl FnMut(&SharedRead),
+        apply: impl FnOnce(&[SharedRead]),
     ) -> Result<bool, StoreError> {
-        let mut last = self.last.lock().await;
-        let mut read_any = false;
+        let mut guard = self.last.lock().await;
+        let Followed {
+            entry: last,
+            whole: whole_read,
+        } = &mut *guard;
+        let mut reads: Vec<SharedRead> = Vec::new();
+        let mut read_last = last.clone();
         loop {
-            let read = store.read_shared(last.as_deref()).await?;
-            if read.whole || !read.entries.is_empty() {
-                read_any = true;
-                apply(&read);
+            let since = read_last
+                .as_ref()
+                .map(|(id, mark)| (id.as_str(), mark.as_str()));
+            let read = store.read_shared(since).await?;
+            read_last = Some((read.last.clone(), read.mark.clone()));
+            let more = read.more;
+            if read.whole {
+                // Every entry: what was read before it is replaced.
+                reads.clear();
             }
-            *last = Some(read.last);
-            if !read.more {
-                return Ok(read_any);
+            if read.whole || !read.entries.is_empty() {
+                reads.push(read);
+            }
+            if !more {
+                break;
             }
         }
+        *last = read_last;
+        let seen = match reads.as_slice() {
+            [only] if only.whole => Some(fingerprint(&only.entries)),
+            _ => None,
+        };
+        if reads.is_empty() || (seen.is_some() && seen == *whole_read) {
+            return Ok(false);
+        }
+        *whole_read = seen;
+        apply(&reads);
+        Ok(true)
     }
 }
 
-/// `entries`' writes of `scope`'s entry: its rate and mode (removed when it sets neither), and
-/// each of its overrides.
-pub(crate) fn scope_writes(scope: &str, entry: &ScopeLimits) -> Vec<(String, Option<String>)> {
-    let mut writes = vec![(Field::Scope(scope.to_owned()).name(), scope_value(entry))];
+/// The writes of `scope`'s entry: its rate and mode (removed when it sets neither), and each
+/// of its overrides.
+pub(crate) fn scope_writes(scope: &str, entry: &ScopeLimits) -> Vec<Write> {
+    let field = Field::Scope(scope.to_owned()).name();
+    let mut writes = vec![match scope_value(entry) {
+        Some(value) => Write::Set(field, value),
+        None => Write::Remove(field),
+    }];
     for (key, over) in &entry.overrides {
-        writes.push((key_field(scope, key), Some(override_value(over))));
+        writes.push(override_write(scope, key, over));
     }
     writes
 }
@@ -441,32 +495,64 @@ pub(crate) fn key_field(scope: &str, key: &str) -> String {
 }
 
 /// The write of `over`, the override of `key` in `scope`.
-pub(crate) fn override_write(scope: &str, key: &str, over: &Override) -> (String, Option<String>) {
-    (key_field(scope, key), Some(override_value(over)))
+pub(crate) fn override_write(scope: &str, key: &str, over: &Override) -> Write {
+    Write::Set(key_field(scope, key), override_value(over))
 }
 
 /// The write of the limiter's mode (`None`: removed).
-pub(crate) fn mode_write(mode: Option<Mode>) -> (String, Option<String>) {
-    (Field::Mode.name(), mode.map(|mode| mode.name().to_owned()))
+pub(crate) fn mode_write(mode: Option<Mode>) -> Write {
+    match mode {
+        Some(mode) => Write::Set(Field::Mode.name(), mode.name().to_owned()),
+        None => Write::Remove(Field::Mode.name()),
+    }
 }
 
 /// The writes and the glob of the fields that remove `scope`'s whole entry.
-pub(crate) fn scope_removal(scope: &str) -> (String, [(String, Option<String>); 1]) {
+pub(crate) fn scope_removal(scope: &str) -> (String, [Write; 1]) {
     let keys = crate::layout::escape(&format!("{KEY}{}/", escape_key(scope)));
     (
         format!("{keys}*"),
-        [(Field::Scope(scope.to_owned()).name(), None)],
+        [Write::Remove(Field::Scope(scope.to_owned()).name())],
     )
 }
 
-/// `read`'s entries put into `limits` (replacing them when the read is whole).
-pub(crate) fn apply_read(limits: &mut Limits, read: &SharedRead) {
-    if read.whole {
-        *limits = Limits::new();
+/// The removals of the overrides in `limits` that expired more than a second before `now`
+/// (µs since the Unix epoch), each while it holds the value it was written with: what a
+/// write takes along, so that expired overrides do not pile up.
+pub(crate) fn expired(limits: &Limits, now: u64) -> Vec<Write> {
+    let mut writes = Vec::new();
+    for (scope, entry) in &limits.scopes {
+        for (key, over) in &entry.overrides {
+            let gone = over
+                .expires
+                .is_some_and(|at| crate::clock::micros_saturating(at) + 1_000_000 < now);
+            if gone {
+                writes.push(Write::RemoveIf(key_field(scope, key), override_value(over)));
+            }
+        }
     }
-    for (field, value) in &read.entries {
-        apply(limits, field, value.as_deref());
+    writes
+}
+
+/// A fingerprint of a whole read's entries (in the order the hash gave them).
+fn fingerprint(entries: &[(String, Option<String>)]) -> u64 {
+    use std::hash::BuildHasher as _;
+    foldhash::fast::FixedState::default().hash_one(entries)
+}
+
+/// `reads`' entries put into `limits`, in order (replacing them at a whole read); returns how
+/// many were skipped (malformed, or contradicting the code).
+pub(crate) fn apply_reads(limits: &mut Limits, reads: &[SharedRead]) -> u64 {
+    let mut skipped = 0;
+    for read in reads {
+        if read.whole {
+            *limits = Limits::new();
+        }
+        for (field, value) in &read.entries {
+            skipped += u64::from(apply(limits, field, value.as_deref()));
+        }
     }
+    skipped
 }
 
 #[cfg(test)]
@@ -504,6 +590,10 @@ mod tests {
         );
         assert!(Field::parse("key:nokey").is_err());
         assert!(Field::parse("scopes:x").is_err());
+        // One spelling per field: a backslash where none is needed would name it twice.
+        assert!(Field::parse(r"key:login/al\ice").is_err());
+        assert!(Field::parse(r"scope:log\in").is_err());
+        assert!(Field::parse(r"key:a\/b/c").is_ok());
     }
 
     #[test]
@@ -577,11 +667,11 @@ mod tests {
     #[test]
     fn applied_entries_build_one_sources_limits() {
         let mut limits = Limits::new();
-        apply(&mut limits, "mode", Some("shadow"));
-        apply(&mut limits, "scope:login", Some("threshold=3 period=1m"));
-        apply(&mut limits, "key:login/vip", Some("exempt"));
-        apply(&mut limits, "key:login/bad", Some("block until=soon"));
-        apply(&mut limits, "nonsense", Some("block"));
+        let _ = apply(&mut limits, "mode", Some("shadow"));
+        let _ = apply(&mut limits, "scope:login", Some("threshold=3 period=1m"));
+        let _ = apply(&mut limits, "key:login/vip", Some("exempt"));
+        let _ = apply(&mut limits, "key:login/bad", Some("block until=soon"));
+        let _ = apply(&mut limits, "nonsense", Some("block"));
         assert_eq!(limits.mode, Some(Mode::Shadow));
         let login = limits.get_scope("login").unwrap();
         assert_eq!(
@@ -590,11 +680,11 @@ mod tests {
         );
         assert_eq!(login.overrides().count(), 1);
         // A removed scope entry keeps the scope while it has overrides, and not after.
-        apply(&mut limits, "scope:login", None);
+        let _ = apply(&mut limits, "scope:login", None);
         assert!(limits.get_scope("login").is_some());
-        apply(&mut limits, "key:login/vip", None);
+        let _ = apply(&mut limits, "key:login/vip", None);
         assert!(limits.get_scope("login").is_none());
-        apply(&mut limits, "mode", None);
+        let _ = apply(&mut limits, "mode", None);
         assert!(limits.is_empty());
     }
 }

@@ -177,8 +177,10 @@
 //! counted them all, so the window holds at most the threshold `a` was checked against. Limits
 //! shared through Redis (`registry/redis.rs`) apply on one instance after another, each check
 //! carrying its own instance's threshold: while a change propagates, a window holds at most
-//! the highest threshold any instance had in force during it, and a window that starts once
-//! every instance applied the change is exact under the new rate. The shared limits' own keys
+//! the highest threshold any instance had in force during it or, for a check resolved before
+//! it and still on its way to Redis (at most a timeout, unless a connection holds it), just
+//! before it; a window that starts once every instance applied the change, and those checks
+//! arrived, is exact under the new rate. The shared limits' own keys
 //! (`{registry}…`) are no limit's: a key given by hand cannot name them. A check the registry answers (`off`, an exempt
 //! key, a blocked one) reaches no store and records nothing. A change in force ends the
 //! limiter's leases (nothing more spent from a reserve; the rest given back as for any lease

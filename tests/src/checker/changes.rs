@@ -37,6 +37,10 @@ const SKEW: u64 = 2_000;
 /// version then stays possible to the end of the run.
 const STEP_DEADLINE: Duration = Duration::from_secs(20);
 
+/// How long the changer watches the limiters' threads apply a change before it refreshes
+/// them: the longest fault the checker holds, a read's timeout and two reads' intervals.
+const THREADS_DEADLINE: Duration = Duration::from_millis(4_500);
+
 /// One change of the shared limits.
 #[derive(Clone, Debug)]
 pub(crate) struct Version {
@@ -165,8 +169,10 @@ fn in_force(
         thresholds.insert(scope);
         return;
     };
+    // An override's own rate until it expires, and LATE after (a check resolved before its
+    // expiry reaches the store that much later at most).
     let expires = over.expires().map(micros);
-    if expires.is_none_or(|expires| expires + SKEW > from)
+    if expires.is_none_or(|expires| expires + SKEW + LATE.as_micros() as u64 > from)
         && let Action::Rate(rate) = over.action()
     {
         thresholds.insert(rate.threshold());
@@ -189,6 +195,8 @@ pub(crate) struct Changer {
     pub(crate) subjects: Vec<Subject>,
     pub(crate) epoch: Instant,
     pub(crate) timeline: Mutex<Timeline>,
+    /// The changes whose application the threads did not show in time (refreshed).
+    pub(crate) refreshed: Mutex<u64>,
 }
 
 /// `step` tried until it succeeds, or `None` after [`STEP_DEADLINE`].
@@ -326,18 +334,20 @@ impl Changer {
                 )
             }
         };
-        // In force on every limiter: a refresh of each that began after the write. A write
-        // that never returned may have been made, and is never seen everywhere.
-        let mut applied = written;
-        if applied.is_some() {
-            for limiter in &self.limiters {
-                let shared = limiter.shared_limits();
-                applied = applied.and(until_done(|| shared.refresh()).await);
-            }
-        }
-        let applied = applied.map(|()| self.epoch.elapsed());
+        // What Redis holds now, and when every limiter's own thread has it in force (each
+        // limiter's `in_force`, watched without a refresh: the thread's reads are what is
+        // judged); a refresh of each after THREADS_DEADLINE. A write that never returned may
+        // have been made, and is never seen everywhere.
         let mut states = vec![intended];
-        if let Some(confirmed) = until_done(|| async { by.shared_limits().entries().await }).await
+        let confirmed = match written {
+            Some(()) => until_done(|| async { by.shared_limits().entries().await }).await,
+            None => None,
+        };
+        let applied = match &confirmed {
+            Some(confirmed) => self.seen_everywhere(confirmed).await,
+            None => None,
+        };
+        if let Some(confirmed) = confirmed
             && confirmed != states[0]
         {
             states.push(confirmed);
@@ -352,6 +362,37 @@ impl Changer {
                 applied,
                 states,
             });
+    }
+}
+
+impl Changer {
+    /// When every limiter had `confirmed` in force: seen through their threads' reads, or,
+    /// past [`THREADS_DEADLINE`] (a fault that holds their reads), through a refresh of each
+    /// (counted); `None` when neither shows it.
+    async fn seen_everywhere(&self, confirmed: &Limits) -> Option<Duration> {
+        let deadline = Instant::now() + THREADS_DEADLINE;
+        loop {
+            if self
+                .limiters
+                .iter()
+                .all(|limiter| limiter.shared_limits().in_force() == *confirmed)
+            {
+                return Some(self.epoch.elapsed());
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        *self.refreshed.lock().expect("the count") += 1;
+        for limiter in &self.limiters {
+            let shared = limiter.shared_limits();
+            until_done(|| shared.refresh()).await?;
+        }
+        self.limiters
+            .iter()
+            .all(|limiter| limiter.shared_limits().in_force() == *confirmed)
+            .then(|| self.epoch.elapsed())
     }
 }
 

@@ -466,6 +466,7 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
             .collect(),
         epoch,
         timeline: Mutex::new(changes::Timeline::new(epoch_micros)),
+        refreshed: Mutex::new(0),
     });
     tasks.push(tokio::spawn(
         Arc::clone(&changer).run(seed ^ 0x0c4a_96e5, until),
@@ -555,9 +556,10 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
     took.sort();
     if let (Some(median), Some(most)) = (took.get(took.len() / 2), took.last()) {
         answered_by_store.push(format!(
-            "shared limits: {} changes, each in force on every limiter (read back, a refresh \
-             of each) after {:.0} ms at the median, {:.0} ms at most",
+            "shared limits: {} changes, each in force on every limiter (its thread's reads, \
+             or a refresh for {} of them) after {:.0} ms at the median, {:.0} ms at most",
             took.len(),
+            changer.refreshed.lock().expect("the count"),
             median.as_secs_f64() * 1e3,
             most.as_secs_f64() * 1e3
         ));

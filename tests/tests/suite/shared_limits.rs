@@ -17,7 +17,7 @@ use ratelimit_runtime::{
 };
 use redis::AsyncCommands as _;
 use tests::proxy::{Fault, FaultProxy};
-use tests::{TestRedis, unique_prefix, wait_for};
+use tests::{TestRedis, unique_prefix, wait_for, write_shared_by_hand};
 
 const HOUR: Duration = Duration::from_secs(3_600);
 
@@ -339,18 +339,8 @@ async fn a_malformed_entry_written_by_hand_is_skipped_and_the_rest_apply() {
     let limiter = builder(redis.url(), &prefix).build().expect("a limiter");
     limiter.shared_limits().refresh().await.expect("read");
     let mut connection = redis.connection().await;
-    let entries = format!("{prefix}{{registry}}entries");
-    let log = format!("{prefix}{{registry}}changes");
     let mut by_hand = async |field: &str, value: &str| {
-        let _: () = connection.hset(&entries, field, value).await.expect("HSET");
-        let _: String = redis::cmd("XADD")
-            .arg(&log)
-            .arg("*")
-            .arg("field")
-            .arg(field)
-            .query_async(&mut connection)
-            .await
-            .expect("XADD");
+        write_shared_by_hand(&mut connection, &prefix, field, value).await;
     };
     by_hand("scope:hand-bad", "threshold=ten period=1h").await;
     by_hand("key:hand-good/alice", "block").await;
@@ -364,8 +354,48 @@ async fn a_malformed_entry_written_by_hand_is_skipped_and_the_rest_apply() {
     let entries_read = limiter.shared_limits().entries().await.expect("read");
     assert!(entries_read.get_scope("hand-bad").is_none());
     assert!(entries_read.get_scope("shared-costly").is_none());
+    // Each skipped entry counted once, as it is read.
+    assert_eq!(limiter.limits_rejected(), 3);
     by_hand("scope:hand-bad", "threshold=10 period=1h").await;
     until_in_force(&limiter, "hand-bad", "y", Some(10)).await;
+    assert_eq!(limiter.limits_rejected(), 3);
+    redis.clean_up(&prefix).await;
+}
+
+/// Entries written by hand without their log entries are read by an instance that starts,
+/// and while the log is empty, again when their number changes (once each time).
+#[tokio::test]
+async fn entries_without_log_entries_are_read_at_start_and_applied_once() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("shared-unlogged");
+    let mut connection = redis.connection().await;
+    let entries = format!("{prefix}{{registry}}entries");
+    let _: () = connection
+        .hset(&entries, "scope:unlogged", "threshold=7 period=1h")
+        .await
+        .expect("HSET");
+    let _: () = connection
+        .hset(&entries, "scope:unlogged-bad", "threshold=7")
+        .await
+        .expect("HSET");
+    let limiter = builder(redis.url(), &prefix).build().expect("a limiter");
+    limiter.shared_limits().refresh().await.expect("read");
+    assert_eq!(in_force(&limiter, "unlogged", "a").await, Some(7));
+    // Several of the thread's reads later, the bad entry was counted once.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    limiter.shared_limits().refresh().await.expect("read");
+    assert_eq!(limiter.limits_rejected(), 1);
+    // An entry added by hand, still without a log entry: read all the same.
+    let _: () = connection
+        .hset(&entries, "scope:unlogged-more", "threshold=9 period=1h")
+        .await
+        .expect("HSET");
+    until_in_force(&limiter, "unlogged-more", "b", Some(9)).await;
+    assert_eq!(
+        limiter.limits_rejected(),
+        2,
+        "the bad entry read again, once"
+    );
     redis.clean_up(&prefix).await;
 }
 

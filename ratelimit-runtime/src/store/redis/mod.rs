@@ -449,27 +449,28 @@ impl RedisStore {
         .await
     }
 
-    /// The shared limits' entries changed since the log entry `since` (`None`: every entry;
-    /// see `registry.rs`), within the store's timeout.
+    /// The shared limits' entries changed since the log entry `since` and its mark (`None`:
+    /// every entry; see `registry.rs`), within the store's timeout.
     ///
     /// # Errors
     ///
     /// As [`reset`](RedisStore::reset); a malformed reply.
     pub(crate) async fn read_shared(
         &self,
-        since: Option<&str>,
+        since: Option<(&str, &str)>,
     ) -> Result<registry::SharedRead, StoreError> {
         let arguments = registry::read_arguments(since);
-        let reply = self.registry_call(&arguments, false).await?;
+        let keys = registry::keys(&self.prefix);
+        let reply = self.registry_call(&keys, &arguments, false).await?;
         registry::decode_read(reply)
     }
 
-    /// Writes the shared limits' `entries` (field, value; `None` removes the field), after
-    /// removing the fields matching `clear` (a glob; the ones `entries` gives are written
-    /// instead), in one script that logs each field that changed; within the store's timeout,
-    /// waiting for the replicas [`with_replica_wait`](RedisStore::with_replica_wait) names.
-    /// Returns how many fields changed. A field given its value again changes nothing, so a
-    /// write may be sent again.
+    /// Writes the shared limits' `writes` after removing the fields matching `clear` (a
+    /// glob; a field a [`Write::Set`](registry::Write::Set) gives is written instead), in one
+    /// script that logs each field that changed; within the store's timeout, waiting for the
+    /// replicas [`with_replica_wait`](RedisStore::with_replica_wait) names. The write carries
+    /// an id of its own, so that sent again after a dropped connection it runs once. Returns
+    /// how many fields changed.
     ///
     /// # Errors
     ///
@@ -478,10 +479,17 @@ impl RedisStore {
     pub(crate) async fn write_shared(
         &self,
         clear: Option<&str>,
-        entries: &[(String, Option<String>)],
+        writes: &[registry::Write],
     ) -> Result<u64, StoreError> {
-        let arguments = registry::write_arguments(clear, entries);
-        let reply = self.registry_call(&arguments, true).await?;
+        let mut id = [0_u8; 12];
+        getrandom::fill(&mut id).map_err(|error| {
+            StoreError::Protocol(format!("no random id for a write: {error}").into())
+        })?;
+        let id: String = id.iter().map(|byte| format!("{byte:02x}")).collect();
+        let arguments = registry::write_arguments(clear, &id, writes);
+        let [entries, log] = registry::keys(&self.prefix);
+        let keys = [entries, log, registry::write_mark(&self.prefix, &id)];
+        let reply = self.registry_call(&keys, &arguments, true).await?;
         registry::decode_write(&reply)
     }
 
@@ -490,18 +498,18 @@ impl RedisStore {
     /// replica is forgotten, as a check's.
     async fn registry_call(
         &self,
+        keys: &[String],
         arguments: &[String],
         write: bool,
     ) -> Result<redis::Value, StoreError> {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
-        let keys = registry::keys(&self.prefix);
         let wait = self.replica_wait;
         let call = async {
             let mut connection = self.connection(&runtime).await?;
             let (reply, acknowledged) =
-                registry::call(&mut connection, &keys, arguments, write, wait)
+                registry::call(&mut connection, keys, arguments, write, wait)
                     .await
                     .map_err(|error| self.store_error(error))?;
             match (acknowledged, wait) {

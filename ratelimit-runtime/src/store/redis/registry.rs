@@ -9,9 +9,9 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
+use redis::{ErrorKind, RedisResult, ServerErrorKind, Value};
 
-use super::script::first_failure;
+use super::script::exchange;
 use super::target::Connection;
 use crate::error::StoreError;
 use crate::layout::REGISTRY_TAG;
@@ -35,21 +35,34 @@ const LOG_LENGTH: u64 = 10_000;
 /// At most how many log entries one read returns (the next read goes on from there).
 const READ_COUNT: u64 = 1_000;
 
-/// The entries' key and the log's, after the prefix.
+/// The entries' key and the log's, after the prefix; a write's mark's, before its id.
 const ENTRIES: &str = "entries";
 const LOG: &str = "changes";
+const WRITE_MARK: &str = "write:";
 
 /// What a read of the shared limits found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct SharedRead {
     /// `entries` are every entry (the reader replaces what it has), not the changed ones.
     pub(crate) whole: bool,
-    /// The id of the last log entry read: the next read's `since`.
+    /// The id of the last log entry read, and its mark: the next read's `since`.
     pub(crate) last: String,
+    pub(crate) mark: String,
     /// Each field read and its value; `None`: removed.
     pub(crate) entries: Vec<(String, Option<String>)>,
     /// Whether the log holds entries past `last` still to read.
     pub(crate) more: bool,
+}
+
+/// One field's change in a write of the shared limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// The field set to the value.
+    Set(String, String),
+    /// The field removed.
+    Remove(String),
+    /// The field removed while it holds the value (an expired override a reader saw).
+    RemoveIf(String, String),
 }
 
 /// The Redis keys of the shared limits under `prefix`: the entries' hash and the log's stream.
@@ -57,22 +70,30 @@ pub(super) fn keys(prefix: &str) -> [String; 2] {
     [ENTRIES, LOG].map(|name| format!("{prefix}{REGISTRY_TAG}{name}"))
 }
 
-/// The arguments of a read since the log entry `since` (`None`: every entry).
-pub(super) fn read_arguments(since: Option<&str>) -> Vec<String> {
-    vec![since.unwrap_or("").to_owned(), READ_COUNT.to_string()]
+/// The key that marks the write `id` done, under `prefix` (in the shared limits' slot).
+pub(super) fn write_mark(prefix: &str, id: &str) -> String {
+    format!("{prefix}{REGISTRY_TAG}{WRITE_MARK}{id}")
 }
 
-/// The arguments of a write of `entries` after removing the fields `clear` matches.
-pub(super) fn write_arguments(
-    clear: Option<&str>,
-    entries: &[(String, Option<String>)],
-) -> Vec<String> {
-    let mut arguments = Vec::with_capacity(2 + 2 * entries.len());
+/// The arguments of a read since the log entry `since` and its mark (`None`: every entry).
+pub(super) fn read_arguments(since: Option<(&str, &str)>) -> Vec<String> {
+    let (last, mark) = since.unwrap_or(("", ""));
+    vec![last.to_owned(), READ_COUNT.to_string(), mark.to_owned()]
+}
+
+/// The arguments of the write `id` of `writes` after removing the fields `clear` matches.
+pub(super) fn write_arguments(clear: Option<&str>, id: &str, writes: &[Write]) -> Vec<String> {
+    let mut arguments = Vec::with_capacity(3 + 3 * writes.len());
     arguments.push(LOG_LENGTH.to_string());
     arguments.push(clear.unwrap_or("").to_owned());
-    for (field, value) in entries {
-        arguments.push(field.clone());
-        arguments.push(value.clone().unwrap_or_default());
+    arguments.push(id.to_owned());
+    for write in writes {
+        let (op, field, value) = match write {
+            Write::Set(field, value) => ("s", field, value.as_str()),
+            Write::Remove(field) => ("d", field, ""),
+            Write::RemoveIf(field, value) => ("c", field, value.as_str()),
+        };
+        arguments.extend([op.to_owned(), field.clone(), value.to_owned()]);
     }
     arguments
 }
@@ -83,7 +104,7 @@ pub(super) fn write_arguments(
 /// `wait`'s replicas. Returns the reply and how many replicas acknowledged it.
 pub(super) async fn call(
     connection: &mut Connection,
-    keys: &[String; 2],
+    keys: &[String],
     arguments: &[String],
     write: bool,
     wait: Option<(u32, Duration)>,
@@ -104,16 +125,16 @@ pub(super) async fn call(
             command.arg(script.get_hash());
             command
         };
-        command.arg(keys.len()).arg(&keys[..]).arg(arguments);
+        command.arg(keys.len()).arg(keys).arg(arguments);
         command
     };
-    let mut result = send(connection, &command(false), wait).await;
+    let mut result = exchange(connection, command(false), wait, false).await;
     if matches!(&result, Err(error) if error.is_connection_dropped()) {
-        result = send(connection, &command(false), wait).await;
+        result = exchange(connection, command(false), wait, false).await;
     }
     if matches!(&result, Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
     {
-        result = send(connection, &command(true), wait).await;
+        result = exchange(connection, command(true), wait, false).await;
     }
     result
 }
@@ -128,8 +149,8 @@ pub(super) fn decode_read(reply: Value) -> Result<SharedRead, StoreError> {
         Value::Array(items) => items.into_iter(),
         other => return Err(malformed(&other)),
     };
-    let (Some(Value::Int(whole)), Some(last), Some(Value::Int(more))) =
-        (reply.next(), reply.next(), reply.next())
+    let (Some(Value::Int(whole)), Some(last), Some(Value::Int(more)), Some(mark)) =
+        (reply.next(), reply.next(), reply.next(), reply.next())
     else {
         return Err(StoreError::Protocol(
             "the registry's read: a short reply".into(),
@@ -144,6 +165,7 @@ pub(super) fn decode_read(reply: Value) -> Result<SharedRead, StoreError> {
     Ok(SharedRead {
         whole: whole != 0,
         last,
+        mark: text(mark)?.unwrap_or_default(),
         entries,
         more: more != 0,
     })
@@ -164,35 +186,6 @@ pub(super) fn decode_write(reply: &Value) -> Result<u64, StoreError> {
         },
         other => Err(malformed(other)),
     }
-}
-
-/// Sends `command`, then with `wait` (replicas, time limit) `WAIT` for them on the same
-/// connection; returns the reply and how many replicas acknowledged it.
-async fn send(
-    connection: &mut Connection,
-    command: &Cmd,
-    wait: Option<(u32, Duration)>,
-) -> RedisResult<(Value, Option<u64>)> {
-    let Some((replicas, limit)) = wait else {
-        return connection
-            .query_as(command)
-            .await
-            .map(|reply| (reply, None));
-    };
-    let millis = u64::try_from(limit.as_micros().div_ceil(1_000))
-        .unwrap_or(u64::MAX)
-        .max(1);
-    let mut pipeline = redis::pipe();
-    pipeline
-        .add_command(command.clone())
-        .cmd("WAIT")
-        .arg(replicas)
-        .arg(millis);
-    let (reply, acknowledged): (Value, u64) = connection
-        .query_pipeline(&pipeline, false)
-        .await
-        .map_err(first_failure)?;
-    Ok((reply, Some(acknowledged)))
 }
 
 /// A bulk string's text (bytes that are not UTF-8 replaced, for the reader to reject as it

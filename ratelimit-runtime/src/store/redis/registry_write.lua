@@ -1,27 +1,38 @@
--- A change of the shared limits (the registry in Redis: store/redis/registry.rs), atomic: each field
--- written or removed, and each one that changed named in the change log, which readers
--- follow (registry_read.lua).
+-- A change of the shared limits (the registry in Redis: store/redis/registry.rs), atomic:
+-- each field written or removed, and each one that changed named in the change log, which
+-- readers follow (registry_read.lua).
 --
 -- KEYS[1]  the entries: a hash, field -> value.
--- KEYS[2]  the change log: a stream, `field <field>` per change, trimmed to about ARGV[1]
---          entries (a reader further behind reads every entry again).
+-- KEYS[2]  the change log: a stream, `field <field> write <id>` per change, trimmed to about
+--          ARGV[1] entries (a reader further behind reads every entry again).
+-- KEYS[3]  this write's mark, `{registry}write:<id>`: set for ten minutes once it ran, so that
+--          the same write sent again (a reply lost to a dropped connection) runs once.
 -- ARGV[1]  the log's length to keep.
 -- ARGV[2]  a glob of the fields to remove first (a scope's whole entry); '' for none. A field
---          it matches that ARGV gives again is written, not removed.
--- ARGV[3], ARGV[4], ...  field, value pairs; a value '' removes the field.
+--          it matches that a later `s` gives is written, not removed.
+-- ARGV[3]  the write's id.
+-- ARGV[4], ARGV[5], ARGV[6], ...  (op, field, value) triples: `s` sets the field to the value,
+--          `d` removes it, `c` removes it only while it holds the value (an expired override
+--          a reader saw, unless it was written again since).
 --
--- Replies {changed}: how many fields changed. A field given its value again changes nothing
--- and is not logged, so a resent change (a lost reply) logs nothing more.
+-- Replies {changed}: how many fields changed (0 as well for a write that ran already). A field
+-- given its value again changes nothing and is not logged.
+
+if not redis.call('SET', KEYS[3], '1', 'NX', 'PX', 600000) then
+  return {0}
+end
 
 local changed = 0
 local function record(field)
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'field', field)
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'field', field, 'write', ARGV[3])
   changed = changed + 1
 end
 
 local given = {}
-for i = 3, #ARGV - 1, 2 do
-  given[ARGV[i]] = ARGV[i + 1]
+for i = 4, #ARGV - 2, 3 do
+  if ARGV[i] == 's' then
+    given[ARGV[i + 1]] = true
+  end
 end
 
 if ARGV[2] ~= '' then
@@ -32,7 +43,7 @@ if ARGV[2] ~= '' then
     cursor = page[1]
     for i = 1, #page[2] - 1, 2 do
       local field = page[2][i]
-      if given[field] == nil then
+      if not given[field] then
         gone[field] = true
       end
     end
@@ -44,15 +55,18 @@ if ARGV[2] ~= '' then
   end
 end
 
-for i = 3, #ARGV - 1, 2 do
-  local field, value = ARGV[i], ARGV[i + 1]
-  if value == '' then
+for i = 4, #ARGV - 2, 3 do
+  local op, field, value = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local now = redis.call('HGET', KEYS[1], field)
+  if op == 's' then
+    if now ~= value then
+      redis.call('HSET', KEYS[1], field, value)
+      record(field)
+    end
+  elseif op == 'd' or (op == 'c' and now == value) then
     if redis.call('HDEL', KEYS[1], field) == 1 then
       record(field)
     end
-  elseif redis.call('HGET', KEYS[1], field) ~= value then
-    redis.call('HSET', KEYS[1], field, value)
-    record(field)
   end
 end
 return {changed}

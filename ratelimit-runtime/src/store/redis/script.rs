@@ -457,12 +457,12 @@ pub(super) async fn run(
 /// Sends `command` (`once`: on a connection that never resends it), then, with `wait`
 /// (replicas, time limit), `WAIT` for those replicas in the same round trip; returns the
 /// script's reply, and how many replicas acknowledged.
-async fn exchange(
+pub(super) async fn exchange<T: redis::FromRedisValue>(
     connection: &mut Connection,
     command: Cmd,
     wait: Option<(u32, Duration)>,
     once: bool,
-) -> RedisResult<(Vec<i64>, Option<u64>)> {
+) -> RedisResult<(T, Option<u64>)> {
     let Some((replicas, limit)) = wait else {
         return connection
             .query(&command, once)
@@ -479,7 +479,7 @@ async fn exchange(
         .cmd("WAIT")
         .arg(replicas)
         .arg(millis);
-    let (reply, acknowledged): (Vec<i64>, u64) = connection
+    let (reply, acknowledged): (T, u64) = connection
         .query_pipeline(&pipeline, once)
         .await
         .map_err(first_failure)?;
@@ -488,7 +488,7 @@ async fn exchange(
 
 /// A pipeline's error as the error of its first command that failed (the script's, whose
 /// code and detail tell a key's fault from the server's), else as it came.
-pub(super) fn first_failure(error: redis::RedisError) -> redis::RedisError {
+fn first_failure(error: redis::RedisError) -> redis::RedisError {
     match error.clone().into_server_errors() {
         Some(failures) if !failures.is_empty() => redis::RedisError::from(failures[0].1.clone()),
         _ => error,

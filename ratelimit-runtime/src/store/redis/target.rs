@@ -348,24 +348,15 @@ impl Connection {
     /// resends a call whose connection dropped, which may have run; a single server's
     /// connection never resends by itself).
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables))] // one server never resends
-    pub(crate) async fn query(&mut self, command: &Cmd, once: bool) -> RedisResult<Vec<i64>> {
-        match self {
-            Connection::Single(connection) => command.query_async(connection).await,
-            #[cfg(feature = "cluster")]
-            Connection::Cluster(pair) => command.query_async(pair.connection(once)).await,
-        }
-    }
-
-    /// Sends `command` (routed, in a cluster, to its key's node, and resent there by the
-    /// cluster client after a dropped connection) and returns its reply as `T`.
-    pub(crate) async fn query_as<T: redis::FromRedisValue>(
+    pub(crate) async fn query<T: redis::FromRedisValue>(
         &mut self,
         command: &Cmd,
+        once: bool,
     ) -> RedisResult<T> {
         match self {
             Connection::Single(connection) => command.query_async(connection).await,
             #[cfg(feature = "cluster")]
-            Connection::Cluster(pair) => command.query_async(&mut pair.routed).await,
+            Connection::Cluster(pair) => command.query_async(pair.connection(once)).await,
         }
     }
 
