@@ -354,11 +354,12 @@ async fn a_malformed_entry_written_by_hand_is_skipped_and_the_rest_apply() {
     let entries_read = limiter.shared_limits().entries().await.expect("read");
     assert!(entries_read.get_scope("hand-bad").is_none());
     assert!(entries_read.get_scope("shared-costly").is_none());
-    // Each skipped entry counted once, as it is read.
-    assert_eq!(limiter.limits_rejected(), 3);
+    // Each skipped entry counted as it is read (once, or again by a read of every entry).
+    let rejected = limiter.limits_rejected();
+    assert!(rejected >= 3, "{rejected}");
     by_hand("scope:hand-bad", "threshold=10 period=1h").await;
     until_in_force(&limiter, "hand-bad", "y", Some(10)).await;
-    assert_eq!(limiter.limits_rejected(), 3);
+    assert_eq!(limiter.limits_rejected(), rejected);
     redis.clean_up(&prefix).await;
 }
 
@@ -609,5 +610,210 @@ async fn a_change_reaches_another_process() {
         "in force in the other process after {took:?}"
     );
     assert!(peer.wait().expect("the peer ends").success());
+    redis.clean_up(&prefix).await;
+}
+
+/// A write whose reply is lost is sent again on a new connection: logged once, in force.
+#[tokio::test]
+async fn a_write_sent_again_after_its_reply_was_lost_is_in_force_once() {
+    let redis = TestRedis::start_private();
+    let proxy = FaultProxy::start(redis.address());
+    let prefix = unique_prefix("shared-resent");
+    let limiter = builder(&proxy.url(), &prefix).build().expect("a limiter");
+    // A first write: the server holds the script (a `NOSCRIPT` reply cut would run nothing).
+    limiter
+        .shared_limits()
+        .set_scope("warm", ScopeLimits::new().rate(rate(3)))
+        .await
+        .expect("written");
+    proxy.set(Fault::CutMidCall);
+    let written = limiter
+        .shared_limits()
+        .set_scope("resent", ScopeLimits::new().rate(rate(5)))
+        .await;
+    proxy.set(Fault::Pass);
+    assert!(written.is_err(), "its replies were cut: {written:?}");
+    let mut connection = redis.connection().await;
+    let logged: u64 = redis::cmd("XLEN")
+        .arg(format!("{prefix}{{registry}}changes"))
+        .query_async(&mut connection)
+        .await
+        .expect("XLEN");
+    assert_eq!(logged, 2, "the second write ran once");
+    until_in_force(&limiter, "resent", "a", Some(5)).await;
+    redis.clean_up(&prefix).await;
+}
+
+/// More changes than one read returns (1,000 log entries) reach another instance whole.
+#[tokio::test]
+async fn a_change_of_many_entries_reaches_another_instance_whole() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("shared-many");
+    let one = builder(redis.url(), &prefix).build().expect("a limiter");
+    let other = builder(redis.url(), &prefix).build().expect("a limiter");
+    other.shared_limits().refresh().await.expect("read");
+    let mut entry = ScopeLimits::new().rate(rate(500));
+    for i in 0..1_500 {
+        entry = entry.key(format!("user-{i}"), Override::block());
+    }
+    one.shared_limits()
+        .set_scope("many", entry)
+        .await
+        .expect("written");
+    let expected = one.shared_limits().entries().await.expect("read");
+    assert_eq!(
+        expected
+            .get_scope("many")
+            .expect("the scope")
+            .overrides()
+            .count(),
+        1_500
+    );
+    wait_for("every entry in force", PROPAGATION, async || {
+        (other.shared_limits().in_force() == expected).then_some(())
+    })
+    .await;
+    one.shared_limits()
+        .remove_scope("many")
+        .await
+        .expect("written");
+    wait_for("every entry removed", PROPAGATION, async || {
+        other.shared_limits().in_force().is_empty().then_some(())
+    })
+    .await;
+    redis.clean_up(&prefix).await;
+}
+
+/// A reader whose last log entry's id was given to another entry (the log lost after a
+/// failover, written again) tells them apart by their marks and reads every entry; a hand
+/// entry with the largest sequence stalls no reader.
+#[tokio::test]
+async fn a_log_entry_id_given_again_is_told_apart() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("shared-reused");
+    let limiter = builder(redis.url(), &prefix).build().expect("a limiter");
+    limiter
+        .shared_limits()
+        .set_scope("reused", ScopeLimits::new().rate(rate(5)))
+        .await
+        .expect("written");
+    let mut connection = redis.connection().await;
+    let log = format!("{prefix}{{registry}}changes");
+    let last: Vec<(String, Vec<(String, String)>)> = redis::cmd("XREVRANGE")
+        .arg(&log)
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(&mut connection)
+        .await
+        .expect("XREVRANGE");
+    let id = last[0].0.clone();
+    // The log lost, and the same id given to another change (by hand, as a new master's
+    // `XADD *` could).
+    let _: () = connection.del(&log).await.expect("DEL");
+    let _: () = connection
+        .hset(
+            format!("{prefix}{{registry}}entries"),
+            "scope:reused-too",
+            "threshold=8 period=1h",
+        )
+        .await
+        .expect("HSET");
+    let _: String = redis::cmd("XADD")
+        .arg(&log)
+        .arg(&id)
+        .arg("field")
+        .arg("scope:reused-too")
+        .query_async(&mut connection)
+        .await
+        .expect("XADD");
+    until_in_force(&limiter, "reused-too", "a", Some(8)).await;
+    // The largest sequence a stream id can have, then a change after it.
+    let ms: u64 = id.split('-').next().expect("ms").parse().expect("a number");
+    let _: String = redis::cmd("XADD")
+        .arg(&log)
+        .arg(format!("{}-18446744073709551615", ms + 1))
+        .arg("field")
+        .arg("scope:reused")
+        .query_async(&mut connection)
+        .await
+        .expect("XADD");
+    limiter
+        .shared_limits()
+        .set_scope("reused", ScopeLimits::new().rate(rate(9)))
+        .await
+        .expect("written");
+    until_in_force(&limiter, "reused", "b", Some(9)).await;
+    redis.clean_up(&prefix).await;
+}
+
+/// An override that expired is removed by the next write through any instance (while it
+/// holds what was written), so that expired overrides do not pile up.
+#[tokio::test]
+async fn a_write_removes_the_overrides_that_expired() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("shared-expired");
+    let limiter = builder(redis.url(), &prefix).build().expect("a limiter");
+    let shared = limiter.shared_limits();
+    let soon = std::time::SystemTime::now() + Duration::from_millis(100);
+    shared
+        .set_override("expiring", "brief", Override::block().until(soon))
+        .await
+        .expect("written");
+    shared
+        .set_override("expiring", "kept", Override::block())
+        .await
+        .expect("written");
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    // The next write, through a view of the limits made now.
+    limiter
+        .shared_limits()
+        .set_mode(None)
+        .await
+        .expect("written");
+    let entries = limiter.shared_limits().entries().await.expect("read");
+    let keys: Vec<&str> = entries
+        .get_scope("expiring")
+        .expect("the scope")
+        .overrides()
+        .map(|(key, _)| key)
+        .collect();
+    assert_eq!(keys, ["kept"]);
+    redis.clean_up(&prefix).await;
+}
+
+/// The write script runs a write once, by its id: sent again after another write (its reply
+/// lost, the runtime sends it again), it does not undo the later one.
+#[tokio::test]
+async fn a_write_sent_again_does_not_undo_a_later_one() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("shared-once");
+    let script = redis::Script::new(include_str!(
+        "../../../ratelimit-runtime/src/store/redis/registry_write.lua"
+    ));
+    let mut connection = redis.connection().await;
+    let mut write = async |id: &str, value: &str| {
+        let changed: Vec<u64> = script
+            .key(format!("{prefix}{{registry}}entries"))
+            .key(format!("{prefix}{{registry}}changes"))
+            .key(format!("{prefix}{{registry}}write:{id}"))
+            .arg(10_000)
+            .arg("")
+            .arg(id)
+            .arg("s")
+            .arg("scope:once")
+            .arg(value)
+            .invoke_async(&mut connection)
+            .await
+            .expect("the script");
+        changed[0]
+    };
+    assert_eq!(write("first", "threshold=5 period=1h").await, 1);
+    assert_eq!(write("second", "threshold=7 period=1h").await, 1);
+    assert_eq!(write("first", "threshold=5 period=1h").await, 0, "ran once");
+    let limiter = builder(redis.url(), &prefix).build().expect("a limiter");
+    limiter.shared_limits().refresh().await.expect("read");
+    assert_eq!(in_force(&limiter, "once", "a").await, Some(7));
     redis.clean_up(&prefix).await;
 }
