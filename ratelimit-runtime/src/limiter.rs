@@ -696,7 +696,6 @@ impl Limiter {
             shared: shared
                 .following()
                 .map(|(_, follower, store)| (follower, store)),
-            now: shared.now_us(),
         }
     }
 

@@ -27,9 +27,6 @@ use crate::store::redis::registry::Write;
 pub struct SharedLimits<'a> {
     pub(crate) registry: &'a Registry,
     pub(crate) shared: Option<(&'a Follower, &'a RedisStore)>,
-    /// The limiter's now when this was made (µs since the Unix epoch), by which overrides
-    /// expire.
-    pub(crate) now: u64,
 }
 
 impl std::fmt::Debug for SharedLimits<'_> {
@@ -150,20 +147,20 @@ impl SharedLimits<'_> {
     }
 
     /// Writes `writes` after removing the fields `clear` matches (and the overrides this
-    /// instance saw expired, unless written again since), then puts the change in force on
-    /// this instance.
+    /// instance saw expired, if Redis's clock agrees), then puts the change in force on this
+    /// instance.
     async fn write(
         &self,
         clear: Option<&str>,
         mut writes: Vec<Write>,
     ) -> Result<(), RateLimitError> {
         let (follower, store) = self.followed()?;
-        let expired = redis::expired(&self.registry.get(Source::Redis), self.now);
+        let expired = redis::expired(&self.registry.get(Source::Redis), crate::clock::now_us());
         // What this write sets wins over a removal of what expired.
         let expired: Vec<Write> = expired
             .into_iter()
             .filter(|gone| {
-                let Write::RemoveIf(field, _) = gone else {
+                let Write::RemoveExpired(field) = gone else {
                     return false;
                 };
                 !writes

@@ -517,8 +517,9 @@ pub(crate) fn scope_removal(scope: &str) -> (String, [Write; 1]) {
 }
 
 /// The removals of the overrides in `limits` that expired more than a second before `now`
-/// (µs since the Unix epoch), each while it holds the value it was written with: what a
-/// write takes along, so that expired overrides do not pile up.
+/// (µs since the Unix epoch, this process's clock), each made only if Redis's clock says so
+/// too, whatever this process's says: what a write takes along, so that expired overrides do
+/// not pile up.
 pub(crate) fn expired(limits: &Limits, now: u64) -> Vec<Write> {
     let mut writes = Vec::new();
     for (scope, entry) in &limits.scopes {
@@ -527,7 +528,7 @@ pub(crate) fn expired(limits: &Limits, now: u64) -> Vec<Write> {
                 .expires
                 .is_some_and(|at| crate::clock::micros_saturating(at) + 1_000_000 < now);
             if gone {
-                writes.push(Write::RemoveIf(key_field(scope, key), override_value(over)));
+                writes.push(Write::RemoveExpired(key_field(scope, key)));
             }
         }
     }

@@ -61,8 +61,9 @@ pub(crate) enum Write {
     Set(String, String),
     /// The field removed.
     Remove(String),
-    /// The field removed while it holds the value (an expired override a reader saw).
-    RemoveIf(String, String),
+    /// The field removed while its value's expiry lies more than a second before the
+    /// server's clock (an override a reader saw expired).
+    RemoveExpired(String),
 }
 
 /// The Redis keys of the shared limits under `prefix`: the entries' hash and the log's stream.
@@ -91,7 +92,7 @@ pub(super) fn write_arguments(clear: Option<&str>, id: &str, writes: &[Write]) -
         let (op, field, value) = match write {
             Write::Set(field, value) => ("s", field, value.as_str()),
             Write::Remove(field) => ("d", field, ""),
-            Write::RemoveIf(field, value) => ("c", field, value.as_str()),
+            Write::RemoveExpired(field) => ("c", field, ""),
         };
         arguments.extend([op.to_owned(), field.clone(), value.to_owned()]);
     }

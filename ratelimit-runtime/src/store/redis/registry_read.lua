@@ -21,16 +21,16 @@
 --   or, while the log is empty, when the entries' count changed (entries written by hand
 --   without a log entry, or a restart that forgot them): it replaces what it has by them;
 -- - more 1: ARGV[2] log entries were read, and more may follow (read again from `last`);
--- - mark: the last entry's fields joined (the writer's id in them), or `len:<count>` of the
---   entries while the log is empty.
+-- - mark: a digest of the last entry's fields (the writer's id among them), or
+--   `len:<count>` of the entries while the log is empty.
 --
 -- A reader that is up to date costs two stream look-ups, O(log n).
 
 local last = ARGV[1]
 
--- An entry's mark: its fields and values, joined.
+-- An entry's mark: a digest of its fields and values (text, whatever bytes they hold).
 local function mark_of(items)
-  return table.concat(items, '\n')
+  return redis.sha1hex(table.concat(items, '\n'))
 end
 
 local function whole()
