@@ -234,7 +234,7 @@ impl LimiterBuilder {
     /// deployment, under its key prefix), changed at run time through
     /// [`Limiter::shared_limits`](crate::Limiter::shared_limits) by any instance and read by
     /// every instance built with this. A thread of the limiter's own reads the changes every
-    /// quarter of a second (one script of two stream look-ups while nothing changed; the
+    /// quarter of a second (one script, a stream range read, while nothing changed; the
     /// changed entries only, when some did) and puts them in force: no check waits for them,
     /// and while Redis cannot be read the last ones read stay in force. Their entries rank
     /// above a [limits file](LimiterBuilder::limits_file)'s and below

@@ -24,7 +24,7 @@
 -- - mark: a digest of the last entry's fields (the writer's id among them), or
 --   `len:<count>` of the entries while the log is empty.
 --
--- A reader that is up to date costs two stream look-ups, O(log n).
+-- A reader that is up to date costs one stream range read of one entry, O(log n).
 
 local last = ARGV[1]
 
