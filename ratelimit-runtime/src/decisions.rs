@@ -252,22 +252,39 @@ pub(crate) fn window(period: Duration) -> String {
 /// The longest label [`window`] writes: the longest period, 100 years, in microseconds.
 pub(crate) const MAX_WINDOW_LEN: usize = "3155760000000000us".len();
 
+/// The units a window is written in, the largest first, in µs (below them all, `us`).
+const WINDOW_UNITS: [(&str, u64); 5] = [
+    ("d", 86_400_000_000),
+    ("h", 3_600_000_000),
+    ("m", 60_000_000),
+    ("s", 1_000_000),
+    ("ms", 1_000),
+];
+
+/// The window `text` names, as [`write_window`] writes it (a number and a unit, `us` to
+/// `d`; any count, not only the largest unit's), if it names one.
+pub(crate) fn read_window(text: &str) -> Option<Duration> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (count, unit) = text.split_at(digits);
+    let count: u64 = count.parse().ok()?;
+    let size = match unit {
+        "us" => 1,
+        unit => WINDOW_UNITS.iter().find(|(name, _)| *name == unit)?.1,
+    };
+    count.checked_mul(size).map(Duration::from_micros)
+}
+
 /// [`window`]'s label, written at the end of `out` (a key being built: no `String` of its
 /// own).
 pub(crate) fn write_window(out: &mut String, period: Duration) {
     use std::fmt::Write as _;
-    const UNITS: [(&str, u128); 5] = [
-        ("d", 86_400_000_000),
-        ("h", 3_600_000_000),
-        ("m", 60_000_000),
-        ("s", 1_000_000),
-        ("ms", 1_000),
-    ];
     let micros = period.as_micros();
-    let (count, unit) = UNITS
+    let (count, unit) = WINDOW_UNITS
         .iter()
-        .find(|(_, size)| micros.is_multiple_of(*size))
-        .map_or((micros, "us"), |(unit, size)| (micros / size, *unit));
+        .find(|(_, size)| micros.is_multiple_of(u128::from(*size)))
+        .map_or((micros, "us"), |(unit, size)| {
+            (micros / u128::from(*size), *unit)
+        });
     // Writing to a String cannot fail.
     let _ = write!(out, "{count}{unit}");
 }
@@ -278,6 +295,28 @@ mod tests {
 
     fn rate(threshold: u64, secs: u64) -> Rate {
         Rate::new(threshold, Duration::from_secs(secs)).unwrap()
+    }
+
+    #[test]
+    fn windows_read_back_as_written() {
+        for micros in [
+            1,
+            999,
+            1_000,
+            1_500_000,
+            60_000_000,
+            5_400_000_000,
+            86_400_000_000,
+        ] {
+            let period = Duration::from_micros(micros);
+            let mut written = String::new();
+            write_window(&mut written, period);
+            assert_eq!(read_window(&written), Some(period), "{written}");
+        }
+        assert_eq!(read_window("90s"), Some(Duration::from_secs(90)));
+        for bad in ["", "s", "10", "10y", "1.5s", "-1s", "99999999999999999999d"] {
+            assert_eq!(read_window(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -213,6 +213,12 @@ impl ScopeLimits {
         self.overrides.remove(key)
     }
 
+    /// `true` without a rate, a mode or an override.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.rate.is_none() && self.mode.is_none() && self.overrides.is_empty()
+    }
+
     /// The overrides, by key.
     pub fn overrides(&self) -> impl Iterator<Item = (&str, &Override)> {
         self.overrides

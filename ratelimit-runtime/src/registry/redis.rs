@@ -193,26 +193,9 @@ fn valued<'v>(
     }
 }
 
-/// A number and its unit, as `<n><unit>`, in microseconds, of the units in `units`.
-fn micros_of(text: &str, units: &[(&str, u64)]) -> Option<u64> {
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let (count, unit) = text.split_at(digits);
-    let count: u64 = count.parse().ok()?;
-    let (_, size) = units.iter().find(|(name, _)| *name == unit)?;
-    count.checked_mul(*size)
-}
-
 /// The rate of a value's `threshold`, `period` and `algorithm` words, and whether its
 /// algorithm is the code's; `None` without them.
 fn rate_of(words: &mut HashMap<&str, Option<&str>>) -> Result<Option<(Rate, bool)>, String> {
-    const UNITS: [(&str, u64); 6] = [
-        ("us", 1),
-        ("ms", 1_000),
-        ("s", 1_000_000),
-        ("m", 60_000_000),
-        ("h", 3_600_000_000),
-        ("d", 86_400_000_000),
-    ];
     let threshold = valued(words, "threshold")?;
     let period = valued(words, "period")?;
     let algorithm = valued(words, "algorithm")?;
@@ -227,7 +210,7 @@ fn rate_of(words: &mut HashMap<&str, Option<&str>>) -> Result<Option<(Rate, bool
             threshold.escape_debug()
         )
     })?;
-    let period = micros_of(period, &UNITS).map(Duration::from_micros).ok_or_else(|| {
+    let period = crate::decisions::read_window(period).ok_or_else(|| {
         format!(
             "period `{}` is not a window: a number and a unit, `us`, `ms`, `s`, `m`, `h` or `d` (`60s`)",
             period.escape_debug()
@@ -288,14 +271,18 @@ fn parse_override(value: &str) -> Result<Override, String> {
         _ => return Err("an override is exactly one of a rate, `block` or `exempt`".into()),
     };
     if let Some(until) = valued(&mut words, "until")? {
-        let micros =
-            micros_of(until, &[("us", 1), ("ms", 1_000), ("s", 1_000_000)]).ok_or_else(|| {
+        // A time since the epoch: a window in `s`, `ms` or `us` (every unit ending in `s`).
+        let since = until
+            .ends_with('s')
+            .then(|| crate::decisions::read_window(until))
+            .flatten()
+            .ok_or_else(|| {
                 format!(
                     "until `{}` is not a time: a number of `s`, `ms` or `us` since the Unix epoch",
                     until.escape_debug()
                 )
             })?;
-        over.expires = Some(UNIX_EPOCH + Duration::from_micros(micros));
+        over.expires = Some(UNIX_EPOCH + since);
     }
     nothing_left(&words)?;
     Ok(over)
@@ -395,9 +382,7 @@ fn parsed(field: &Field, value: &str) -> Result<Parsed, String> {
 }
 
 fn forget_if_empty(limits: &mut Limits, scope: &str) {
-    if limits.scopes.get(scope).is_some_and(|entry| {
-        entry.rate.is_none() && entry.mode.is_none() && entry.overrides.is_empty()
-    }) {
+    if limits.scopes.get(scope).is_some_and(ScopeLimits::is_empty) {
         limits.scopes.remove(scope);
     }
 }

@@ -398,10 +398,7 @@ impl Changer {
 
 /// `limits` with `scope`'s entry replaced by `entry`, or removed when it holds nothing.
 fn with_scope(mut limits: Limits, scope: &str, entry: ScopeLimits) -> Limits {
-    if entry.get_rate().is_none()
-        && entry.get_mode().is_none()
-        && entry.overrides().next().is_none()
-    {
+    if entry.is_empty() {
         limits.remove_scope(scope);
         limits
     } else {

@@ -493,9 +493,9 @@ impl RedisStore {
         registry::decode_write(&reply)
     }
 
-    /// Runs the shared limits' read or write script within the timeout, on this runtime's
-    /// connection; a write waits for the replicas. A connection that timed out or leads to a
-    /// replica is forgotten, as a check's.
+    /// Runs the shared limits' read or write script on this runtime's connection, within the
+    /// timeout, as a check's script runs ([`exchange`](RedisStore::exchange)); a write waits
+    /// for the replicas.
     async fn registry_call(
         &self,
         keys: &[String],
@@ -505,38 +505,19 @@ impl RedisStore {
         let Some(runtime) = Runtime::current() else {
             return Err(StoreError::NoRuntime);
         };
-        let wait = self.replica_wait;
         let call = async {
             let mut connection = self.connection(&runtime).await?;
             let (reply, acknowledged) =
-                registry::call(&mut connection, keys, arguments, write, wait)
+                registry::call(&mut connection, keys, arguments, write, self.replica_wait)
                     .await
-                    .map_err(|error| self.store_error(error))?;
-            match (acknowledged, wait) {
-                (Some(acknowledged), Some((wanted, _))) if acknowledged < u64::from(wanted) => {
-                    Err(StoreError::NotReplicated {
-                        acknowledged,
-                        wanted,
-                    })
-                }
-                _ => Ok(reply),
-            }
+                    .map_err(|err| self.script_error(&runtime, err))?;
+            self.replicated(reply, acknowledged, true)
         };
         let result = match timeout(self.timeout, call).await {
             Ok(result) => result,
             Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
         };
-        let stale = match &result {
-            Err(StoreError::Timeout(_)) => true,
-            Err(StoreError::Redis(error)) => {
-                error.code() == Some("READONLY") || error.is_unrecoverable_error()
-            }
-            _ => false,
-        };
-        if stale && self.target.is_one_server() {
-            self.runtimes.forget(runtime.id());
-        }
-        result
+        self.ended(&runtime, result)
     }
 
     /// Runs `call` within the store's timeout, connecting first if need be; a connection that
@@ -553,6 +534,13 @@ impl RedisStore {
             Ok(result) => result,
             Err(_elapsed) => Err(StoreError::Timeout(self.timeout)),
         };
+        self.ended(&runtime, result)
+    }
+
+    /// `result`, the result of a call within the timeout on `runtime`'s connection, once the
+    /// connection is forgotten if it timed out or leads to a replica (the next call connects
+    /// afresh).
+    fn ended<T>(&self, runtime: &Runtime, result: Result<T, StoreError>) -> Result<T, StoreError> {
         let stale = match &result {
             // The connection may be dead without knowing it (a failover behind a virtual IP,
             // a dropped NAT entry), or lead to a demoted primary: the next check connects
@@ -567,7 +555,7 @@ impl RedisStore {
             self.runtimes.forget(runtime.id());
         } else if matches!(result, Err(StoreError::Timeout(_))) {
             #[cfg(feature = "cluster")]
-            self.replace_after_timeout(&runtime);
+            self.replace_after_timeout(runtime);
         }
         result
     }
@@ -628,18 +616,33 @@ impl RedisStore {
         let (reply, acknowledged) =
             script::run(&mut connection, &self.prefix, call, self.replica_wait)
                 .await
-                .map_err(|err| {
-                    if err.is_unrecoverable_error() {
-                        // Let the next check build a fresh connection.
-                        self.runtimes.forget(runtime.id());
-                    }
-                    self.store_error(err)
-                })?;
+                .map_err(|err| self.script_error(runtime, err))?;
         // Only what the call recorded needs its replicas: a denial stands as the master gave
         // it.
+        let recorded = call.recorded(&reply);
+        self.replicated(reply, acknowledged, recorded)
+    }
+
+    /// A script's failure as the store's error; an unrecoverable one lets the next call on
+    /// `runtime` build a fresh connection.
+    fn script_error(&self, runtime: &Runtime, err: redis::RedisError) -> StoreError {
+        if err.is_unrecoverable_error() {
+            self.runtimes.forget(runtime.id());
+        }
+        self.store_error(err)
+    }
+
+    /// `reply`, unless it `needs` its replicas and fewer than the store waits for
+    /// `acknowledged` it ([`StoreError::NotReplicated`]: it was made on the master).
+    fn replicated<T>(
+        &self,
+        reply: T,
+        acknowledged: Option<u64>,
+        needs: bool,
+    ) -> Result<T, StoreError> {
         match (acknowledged, self.replica_wait) {
             (Some(acknowledged), Some((wanted, _)))
-                if acknowledged < u64::from(wanted) && call.recorded(&reply) =>
+                if acknowledged < u64::from(wanted) && needs =>
             {
                 Err(StoreError::NotReplicated {
                     acknowledged,
