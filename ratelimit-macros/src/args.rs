@@ -8,6 +8,8 @@
 //!            | "algorithm" "=" STR          "sliding_window_log" | "sliding_window_counter"
 //!            | "lease" "=" BOOL             checked through quota leases (a remote store)
 //!            | "rate" "=" EXPR              a `Rate`, instead of `period` and `threshold`
+//!            | "concurrency" "=" INT        1..=100000 calls in flight, instead of a rate
+//!            | "slot_time" "=" (INT | STR)  as `period`, 1 s..=1 day: a concurrency limit's
 //!            | "key" "=" EXPR               any expression implementing Display
 //!            | "cost" "=" (INT | EXPR)      1..=threshold (a log: ..=10000), or an unsigned
 //!                                           integer expression
@@ -45,14 +47,23 @@ const MAX_PERIOD_US: u128 = 3_155_760_000 * 1_000_000;
 /// The most one call may cost under a sliding window log (`MAX_COST` in the runtime).
 const MAX_COST: u128 = 10_000;
 
+/// The most calls in flight a concurrency limit allows (`Concurrency::MAX`).
+const MAX_CONCURRENCY: u128 = 100_000;
+/// A concurrency limit's shortest and longest slot times, in microseconds (1 s and 1 day).
+const SLOT_TIME_US: (u64, u64) = (1_000_000, 86_400_000_000);
+/// The slot time unless one is chosen (`Concurrency::DEFAULT_SLOT_TIME`), in microseconds.
+pub(crate) const DEFAULT_SLOT_TIME_US: u64 = 30_000_000;
+
 /// The arguments, in the order the error messages list them, with an example of each.
-const ARGUMENTS: [(&str, &str); 17] = [
+const ARGUMENTS: [(&str, &str); 19] = [
     ("period", "period = 60"),
     ("threshold", "threshold = 10"),
     ("algorithm", "algorithm = \"sliding_window_counter\""),
     ("lease", "lease = true"),
     ("key", "key = user_id"),
     ("rate", "rate = plan.rate()"),
+    ("concurrency", "concurrency = 4"),
+    ("slot_time", "slot_time = \"30s\""),
     ("cost", "cost = items.len()"),
     ("exempt", "exempt = caller.is_internal()"),
     ("decision", "decision = d"),
@@ -70,7 +81,7 @@ const ARGUMENTS: [(&str, &str); 17] = [
 ];
 
 /// Words people reach for instead of an argument's name.
-const SYNONYMS: [(&str, &str); 21] = [
+const SYNONYMS: [(&str, &str); 23] = [
     ("strategy", "algorithm"),
     ("algo", "algorithm"),
     ("window", "period"),
@@ -92,6 +103,8 @@ const SYNONYMS: [(&str, &str); 21] = [
     ("weight", "cost"),
     ("skip", "exempt"),
     ("bypass", "exempt"),
+    ("in_flight", "concurrency"),
+    ("max_concurrent", "concurrency"),
 ];
 
 /// The validated arguments of one `#[rate_limit(...)]`.
@@ -138,6 +151,14 @@ pub(crate) enum RateArg {
     },
     /// `rate = expr`: a `Rate` evaluated on each call, before the body.
     Expr(Expr),
+    /// `concurrency = N`: at most `max` calls in flight, each holding a slot that lasts
+    /// `slot_time_us` unless renewed (`slot_time`, 30 s without it).
+    Concurrency {
+        /// Calls in flight, within `1..=100000`.
+        max: u64,
+        /// Microseconds, within `1 s..=1 day`, whole milliseconds.
+        slot_time_us: u64,
+    },
 }
 
 /// Which calls a limit counts, by the body's outcome: the others are refunded after the body.
@@ -238,6 +259,10 @@ struct ArgsBuilder {
     leased: bool,
     /// `rate = expr`, with its name token.
     rate: Option<(Ident, Expr)>,
+    /// `concurrency = N`, with its name token.
+    concurrency: Option<(Ident, u64)>,
+    /// `slot_time`, in microseconds, with its name token.
+    slot_time: Option<(Ident, u64)>,
     key: Option<Expr>,
     /// `cost`, with its value as written.
     cost: Option<(CostArg, Expr)>,
@@ -279,6 +304,10 @@ impl ArgsBuilder {
             "lease" => lease(&value).map(|leased| self.leased = leased),
             "key" => unreserved(&text, value).map(|expr| self.key = Some(expr)),
             "rate" => unreserved(&text, value).map(|expr| self.rate = Some((name.clone(), expr))),
+            "concurrency" => {
+                concurrency(&value).map(|max| self.concurrency = Some((name.clone(), max)))
+            }
+            "slot_time" => slot_time(&value).map(|us| self.slot_time = Some((name.clone(), us))),
             "cost" => unreserved(&text, value)
                 .and_then(|expr| Ok((cost(&expr)?, expr)))
                 .map(|cost| self.cost = Some(cost)),
@@ -347,6 +376,16 @@ impl ArgsBuilder {
             };
             return Err(error(fixed, message));
         }
+        if let Some((_, max)) = self.concurrency {
+            return self.build_concurrency(max);
+        }
+        if let Some((slot_time, _)) = &self.slot_time {
+            return Err(error(
+                slot_time,
+                "`slot_time` is a concurrency limit's: give it with `concurrency = N`, or \
+                 remove it",
+            ));
+        }
         let rate = match (self.rate, self.period_us, self.threshold) {
             (Some((_, expr)), _, _) => RateArg::Expr(expr),
             (None, Some(period_us), Some(threshold)) => RateArg::Fixed {
@@ -360,7 +399,7 @@ impl ArgsBuilder {
                     Span::call_site(),
                     "missing `period` and `threshold` arguments, e.g. \
                      `#[rate_limit(period = 60, threshold = 10)]` (or a `Rate` chosen per call: \
-                     `rate = plan.rate()`)",
+                     `rate = plan.rate()`; or the calls in flight: `concurrency = 4`)",
                 ));
             }
             (None, None, Some(_)) => return Err(missing(whole, "period")),
@@ -423,6 +462,130 @@ impl ArgsBuilder {
             krate: self.krate,
         })
     }
+}
+
+impl ArgsBuilder {
+    /// The arguments of a concurrency limit (`concurrency` given): no rate, no
+    /// cost, no count by outcome (a slot is held by the call while it runs, and released
+    /// when it ends).
+    fn build_concurrency(self, max: u64) -> syn::Result<Args> {
+        let rated = self
+            .fixed_names
+            .first()
+            .cloned()
+            .or_else(|| self.rate.as_ref().map(|(rate, _)| rate.clone()));
+        if let Some(rated) = rated {
+            return Err(error(
+                &rated,
+                format!(
+                    "`{rated}` cannot be given with `concurrency`, which limits the calls in \
+                     flight, not a rate: put the rate in an attribute of its own, stacked on \
+                     the same function (`#[rate_limit(period = 1, threshold = 10)]` above \
+                     `#[rate_limit(concurrency = {max})]`)"
+                ),
+            ));
+        }
+        if let Some((_, written)) = &self.cost {
+            return Err(error(
+                written,
+                "`cost` cannot be given with `concurrency`: a call holds one slot while it \
+                 runs; remove `cost`",
+            ));
+        }
+        if let Some((_, _, counted)) = &self.count {
+            return Err(error(
+                counted,
+                format!(
+                    "`{counted}` cannot be given with `concurrency`: a call's slot is released \
+                     when it ends, whatever its outcome; remove `{counted}`"
+                ),
+            ));
+        }
+        Ok(Args {
+            rate: RateArg::Concurrency {
+                max,
+                slot_time_us: self.slot_time.map_or(DEFAULT_SLOT_TIME_US, |(_, us)| us),
+            },
+            key: self.key,
+            cost: None,
+            exempt: self.exempt,
+            decision: self.decision,
+            label: self.label,
+            wait: self.wait,
+            count: None,
+            shadow: self.shadow,
+            limiter: self.limiter,
+            name: self.name,
+            krate: self.krate,
+        })
+    }
+}
+
+/// `concurrency = 4`: calls in flight, `1..=100000`.
+fn concurrency(value: &Expr) -> syn::Result<u64> {
+    const EXPECTED: &str = "`concurrency` must be an integer literal, e.g. `concurrency = 4`";
+    let Expr::Lit(lit) = value else {
+        return Err(error(value, EXPECTED));
+    };
+    match &lit.lit {
+        Lit::Int(int) => {
+            let suffix = int.suffix();
+            if !suffix.is_empty() && !is_integer_suffix(suffix) {
+                return Err(error(
+                    int,
+                    format!("invalid suffix `{suffix}` for `concurrency`"),
+                ));
+            }
+            let count = int.base10_digits().parse::<u128>().unwrap_or(u128::MAX);
+            check_suffix_range(int, count, "concurrency")?;
+            if count == 0 {
+                return Err(error(
+                    int,
+                    "`concurrency` must be at least 1 call in flight",
+                ));
+            }
+            if count > MAX_CONCURRENCY {
+                return Err(error(
+                    int,
+                    "`concurrency` must be at most 100000 calls in flight (`Concurrency::MAX`)",
+                ));
+            }
+            Ok(u64::try_from(count).expect("bounded by MAX_CONCURRENCY"))
+        }
+        Lit::Str(text) if text.value().trim().parse::<u128>().is_ok() => Err(error(
+            text,
+            format!(
+                "`concurrency` must be an integer, not a string: write `concurrency = {}`",
+                text.value().trim()
+            ),
+        )),
+        Lit::Float(float) => Err(error(
+            float,
+            "`concurrency` counts calls in flight: it must be a whole number, e.g. \
+             `concurrency = 4`",
+        )),
+        _ => Err(error(value, EXPECTED)),
+    }
+}
+
+/// `slot_time = "30s"`: a concurrency limit's slot time, as a duration, within `1 s..=1 day`
+/// and in whole milliseconds.
+fn slot_time(value: &Expr) -> syn::Result<u64> {
+    let us = duration("slot_time", value)?;
+    let (least, most) = SLOT_TIME_US;
+    if us < least {
+        return Err(error(value, "`slot_time` must be at least 1 s"));
+    }
+    if us > most {
+        return Err(error(value, "`slot_time` must be at most 1 day (\"1d\")"));
+    }
+    if us % 1_000 != 0 {
+        return Err(error(
+            value,
+            "`slot_time` must be a whole number of milliseconds",
+        ));
+    }
+    Ok(us)
 }
 
 fn missing(whole: &TokenStream, argument: &str) -> syn::Error {
@@ -1065,7 +1228,51 @@ mod tests {
                 threshold,
                 ..
             } => (period_us, threshold),
-            RateArg::Expr(_) => panic!("not a fixed rate"),
+            RateArg::Expr(_) | RateArg::Concurrency { .. } => panic!("not a fixed rate"),
+        }
+    }
+
+    #[test]
+    fn concurrency_is_a_limit_of_its_own_with_a_slot_time() {
+        let args = parse(quote!(concurrency = 4, key = tenant, wait = "1s")).unwrap();
+        assert!(!args.is_plain());
+        assert!(matches!(
+            args.rate,
+            RateArg::Concurrency {
+                max: 4,
+                slot_time_us: DEFAULT_SLOT_TIME_US
+            }
+        ));
+        let args = parse(quote!(concurrency = 100000, slot_time = "1500ms")).unwrap();
+        assert!(matches!(
+            args.rate,
+            RateArg::Concurrency {
+                max: 100_000,
+                slot_time_us: 1_500_000
+            }
+        ));
+        for (tokens, needle) in [
+            (quote!(concurrency = 0), "at least 1"),
+            (quote!(concurrency = 100001), "at most 100000"),
+            (
+                quote!(concurrency = 4, rate = plan.rate()),
+                "`rate` cannot be given",
+            ),
+            (
+                quote!(concurrency = 4, lease = true),
+                "`lease` cannot be given",
+            ),
+            (
+                quote!(slot_time = 10),
+                "`slot_time` is a concurrency limit's",
+            ),
+            (quote!(concurrency = 4, slot_time = "1d1ms"), "unknown unit"),
+        ] {
+            let error = parse(tokens.clone()).err().map(|e| e.to_string());
+            assert!(
+                error.as_deref().is_some_and(|e| e.contains(needle)),
+                "{tokens}: {error:?}"
+            );
         }
     }
 

@@ -320,6 +320,24 @@ fn expand(limits: &Limits, function: AsyncFn) -> TokenStream {
 //         __ratelimit_outcome
 //
 // Under `#[async_trait]`, `guarded_counted` does the same around the body's future.
+//
+// With `concurrency` on any limit (and no `count`), the call's slots are held while the body
+// runs: `admit_stack` (`admit_stack_waiting` with `wait`) answers the check, kept in
+// `__ratelimit` until the function returns (or unwinds, or its future is dropped), which
+// releases them:
+//
+//         let __ratelimit = {
+//             /* the stack, as above */
+//             match #krate::__private::admit_stack(#limiter, __ratelimit).await {
+//                 Ok(__ratelimit) => __ratelimit,
+//                 Err(__ratelimit) => return #krate::__private::denied(__ratelimit),
+//             }
+//         };
+//         let d: &#krate::Decisions = __ratelimit.decisions(); // with `decision = d`
+//         { body }
+//
+// With `count` too, the counting form above holds them the same way. Under `#[async_trait]`,
+// `guarded_stack` holds them around the body's future.
 fn expand_composite(
     limits: &Limits,
     function: AsyncFn,
@@ -377,6 +395,12 @@ fn expand_composite(
     let wait_option = wait_option(&krate, limits.wait);
     let denied = Denied::at(&krate, output_span);
     let counting = limits.limits.iter().any(Args::counts_by_outcome);
+    // A concurrency limit's slot is held while the body runs: the check's answer lives
+    // until the function returns.
+    let holding = limits
+        .limits
+        .iter()
+        .any(|args| matches!(args.rate, RateArg::Concurrency { .. }));
     let outcome = Ident::new("__ratelimit_outcome", Span::mixed_site());
     let fn_body = match (flavor, counting) {
         (Flavor::Async, true) => {
@@ -434,6 +458,30 @@ fn expand_composite(
                     #body,
                     #counts,
                 ))
+            })
+        }
+        (Flavor::Async, false) if holding => {
+            let deny = denied.call(&local);
+            let admit = match limits.wait {
+                None => quote! { #krate::__private::admit_stack(#limiter, #local).await },
+                Some(wait) => {
+                    let wait = wait_duration(&krate, wait);
+                    quote! { #krate::__private::admit_stack_waiting(#limiter, #local, #wait).await }
+                }
+            };
+            let decision = limits.decision.as_ref().map(|decision| {
+                quote! { let #decision: &#krate::Decisions = #local.decisions(); }
+            });
+            braces(quote! {
+                let #local = {
+                    #stack
+                    match #admit {
+                        ::core::result::Result::Ok(#local) => #local,
+                        ::core::result::Result::Err(#local) => return #deny,
+                    }
+                };
+                #decision
+                #body
             })
         }
         (Flavor::Async, false) => {
@@ -718,6 +766,19 @@ fn rate(krate: &TokenStream, rate: &RateArg) -> TokenStream {
             }
         }
         RateArg::Expr(expr) => expr.to_token_stream(),
+        RateArg::Concurrency { max, slot_time_us } => {
+            let max = Literal::u64_unsuffixed(*max);
+            let slot_time_us = Literal::u64_unsuffixed(*slot_time_us);
+            quote! {
+                const {
+                    #krate::Concurrency::new_const(
+                        #max,
+                        #krate::__private::Duration::from_micros(#slot_time_us),
+                    )
+                    .rate()
+                }
+            }
+        }
     }
 }
 
@@ -770,7 +831,7 @@ fn declare(krate: &TokenStream, limits: &Limits, at: Span) -> TokenStream {
                     .map(|position| Literal::usize_unsuffixed(position).to_token_stream()),
             );
             let rate =
-                option(matches!(args.rate, RateArg::Fixed { .. }).then(|| rate(krate, &args.rate)));
+                option((!matches!(args.rate, RateArg::Expr(_))).then(|| rate(krate, &args.rate)));
             let cost = option(match &args.cost {
                 None => Some(quote! { 1 }),
                 Some(CostArg::Literal(cost)) => {

@@ -231,6 +231,13 @@ fn same_limit(a: &Args, b: &Args) -> bool {
             fixed(&a.rate) == fixed(&b.rate) && fixed(&a.rate).is_some()
         }
         (RateArg::Expr(x), RateArg::Expr(y)) => tokens(x) == tokens(y),
+        (
+            RateArg::Concurrency { max, slot_time_us },
+            RateArg::Concurrency {
+                max: other,
+                slot_time_us: other_time,
+            },
+        ) => (max, slot_time_us) == (other, other_time),
         _ => false,
     };
     rates
@@ -246,7 +253,7 @@ fn fixed(rate: &RateArg) -> Option<(u64, u64, bool)> {
             counter,
             ..
         } => Some((*period_us, *threshold, *counter)),
-        RateArg::Expr(_) => None,
+        RateArg::Expr(_) | RateArg::Concurrency { .. } => None,
     }
 }
 

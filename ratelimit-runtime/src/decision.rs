@@ -163,4 +163,31 @@ impl Decision {
             ..self
         }
     }
+
+    /// This decision of a concurrency limit: a slot frees when a call ends, which no store
+    /// foresees, so a denial's retry-after is an estimate, [`SLOT_RETRY`] (less when the
+    /// slot renewed least recently would leave its window sooner, its holder gone); its
+    /// `reset_after` the same. An admission's `reset_after` is zero: a slot has no window
+    /// to empty.
+    #[must_use]
+    pub(crate) fn of_slots(self) -> Decision {
+        match self.retry_after {
+            Some(retry_after) if !self.allowed || self.would_deny() => {
+                let retry_after = retry_after.min(SLOT_RETRY);
+                Decision {
+                    retry_after: Some(retry_after),
+                    reset_after: retry_after,
+                    ..self
+                }
+            }
+            _ => Decision {
+                reset_after: Duration::ZERO,
+                ..self
+            },
+        }
+    }
 }
+
+/// What a concurrency limit's denial tells a caller to wait before asking again (see
+/// [`Decision::of_slots`]), and how often a wait for a slot asks.
+pub(crate) const SLOT_RETRY: Duration = Duration::from_millis(100);

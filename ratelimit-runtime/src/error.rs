@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
+use crate::concurrency::Concurrency;
 use crate::decision::Decision;
 use crate::decisions::Decisions;
 use crate::rate::Rate;
@@ -119,6 +120,33 @@ impl Rate {
             Ok(rate) => Ok(rate),
             Err(reason) => Err(RateLimitError::InvalidInput(reason.into())),
         }
+    }
+}
+
+impl Concurrency {
+    /// At most `max` calls of a key in flight, slots lasting
+    /// [`DEFAULT_SLOT_TIME`](Concurrency::DEFAULT_SLOT_TIME) unless renewed.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidInput`] when `max` is 0 or above [`Concurrency::MAX`].
+    // Here rather than in `concurrency.rs`, as `Rate::new`.
+    pub fn new(max: u64) -> Result<Concurrency, RateLimitError> {
+        Concurrency::checked(max, Concurrency::DEFAULT_SLOT_TIME)
+            .map_err(|reason| RateLimitError::InvalidInput(reason.into()))
+    }
+
+    /// The same limit, its slots lasting `slot_time` unless renewed: how long the slots of a
+    /// process that died (or lost the store) keep counting.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::InvalidInput`] when `slot_time` is below
+    /// [`Concurrency::MIN_SLOT_TIME`], above [`Concurrency::MAX_SLOT_TIME`] or not a whole
+    /// number of milliseconds.
+    pub fn with_slot_time(self, slot_time: Duration) -> Result<Concurrency, RateLimitError> {
+        Concurrency::checked(self.max(), slot_time)
+            .map_err(|reason| RateLimitError::InvalidInput(reason.into()))
     }
 }
 

@@ -65,6 +65,7 @@
 // CONTRIBUTING.md's "Architecture", which lists every file, and tests/tests/layers.rs, which
 // checks the code against it).
 mod clock;
+mod concurrency;
 mod decision;
 mod decisions;
 mod error;
@@ -97,6 +98,7 @@ mod builder;
 mod global;
 mod limiter;
 mod permit;
+mod slot;
 mod wait;
 
 #[doc(hidden)]
@@ -106,6 +108,7 @@ pub mod __private;
 mod problem;
 
 pub use builder::LimiterBuilder;
+pub use concurrency::Concurrency;
 pub use decision::Decision;
 pub use decisions::{Decisions, LimitDecision};
 pub use error::{Denied, RateLimitError, StoreError};
@@ -119,6 +122,7 @@ pub use rate::{Algorithm, Rate};
 pub use registry::{Action, DeclaredLimit, Limits, Mode, Override, ScopeLimits, declared_limits};
 pub use returns::{FromRateLimitError, LimitedResult};
 pub use shared_limits::SharedLimits;
+pub use slot::Slot;
 
 #[cfg(feature = "axum")]
 pub mod axum;

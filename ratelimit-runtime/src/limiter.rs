@@ -485,9 +485,7 @@ impl Limiter {
         limits: Vec<Limit<'_>>,
         shadow: bool,
     ) -> Result<(Decisions, Records), RateLimitError> {
-        self.shared
-            .check_recorded(Some(scope), limits, None, shadow)
-            .await
+        self.shared.check_holding(Some(scope), limits, shadow).await
     }
 
     /// Refunds the call `records` names (from [`checking_recorded`](Limiter::checking_recorded)

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::check::{Checking, Records};
+use crate::check::{Checking, Held, Records};
 use crate::decision::Decision;
 use crate::decisions::Decisions;
 use crate::error::{Denied, RateLimitError};
@@ -247,6 +247,20 @@ pub async fn check_stack_waiting(
     crate::wait::waiting(limiter, wait, || check_stack(limiter, stack.clone())).await
 }
 
+/// [`admit_stack`], waiting for a slot while denied, for up to `wait`: the attribute's `wait`
+/// on a function with a concurrency limit.
+///
+/// # Errors
+///
+/// As [`check_stack`]: the last denial once `wait` would be spent.
+pub async fn admit_stack_waiting(
+    limiter: &Limiter,
+    stack: Stack,
+    wait: Duration,
+) -> Result<Admitted, RateLimitError> {
+    crate::wait::waiting(limiter, wait, || admit_stack(limiter, stack.clone())).await
+}
+
 /// The value a function under `#[rate_limit]` returns when its call is denied (or the limiter
 /// fails): `Err(E::from(err))`. Its `R` is the function's return type, inferred; the call is
 /// spanned at that type, so a type that is not a `Result<T, E>` ([`LimitedResult`]), or an
@@ -443,6 +457,13 @@ impl Stack {
         }
     }
 
+    /// Whether some of the limits are concurrency limits, whose slots the call holds while
+    /// it runs ([`admit_stack`]).
+    #[must_use]
+    pub fn holds_slots(&self) -> bool {
+        self.parts.iter().any(|part| part.rate.is_concurrency())
+    }
+
     /// Adds a limit without a `key`: one log for every call.
     pub fn limit(&mut self, spec: LimitSpec) {
         self.push(spec, None::<&str>);
@@ -500,6 +521,13 @@ impl Stack {
 /// its limit's threshold or, for a sliding window log, [`Limit::MAX_COST`](crate::Limit::MAX_COST) (a
 /// `usize` cost above `u32::MAX` included); otherwise as [`Limiter::check_all`](crate::Limiter::check_all).
 pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, RateLimitError> {
+    if stack.holds_slots() {
+        // No body holds them: its slots are released at once (the attribute holds them
+        // through `admit_stack`).
+        return admit_stack(limiter, stack)
+            .await
+            .map(|admitted| admitted.decisions.clone());
+    }
     admit(limiter, stack, false)
         .await
         .map(|(decisions, _)| decisions)
@@ -513,20 +541,41 @@ pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, R
 ///
 /// As [`check_stack`].
 pub async fn admit_stack(limiter: &Limiter, stack: Stack) -> Result<Admitted, RateLimitError> {
+    let sent = std::time::Instant::now();
     let (decisions, recorded) = admit(limiter, stack, true).await?;
+    // The slots of its concurrency limits, each check's, held until the call ends.
+    let held = recorded
+        .checks
+        .iter()
+        .filter(|(indices, _)| {
+            indices
+                .iter()
+                .any(|&i| recorded.parts[i].rate.is_concurrency())
+        })
+        .map(|(indices, records)| {
+            let limits: Vec<LimitRef<'_>> = indices
+                .iter()
+                .map(|&i| recorded.parts[i].limit_ref())
+                .collect();
+            Held::new(limiter.shared(), &limits, records.clone(), sent)
+        })
+        .collect();
     Ok(Admitted {
         limiter: limiter.clone(),
         decisions,
         recorded,
+        held,
     })
 }
 
-/// An admitted call of a function whose limits count by outcome: its decisions, and where
-/// each check recorded it.
+/// An admitted call of a function whose limits count by outcome, or hold slots: its
+/// decisions, where each check recorded it, and the slots of its concurrency limits (released
+/// when this is dropped).
 pub struct Admitted {
     limiter: Limiter,
     decisions: Decisions,
     recorded: Recorded,
+    held: Vec<Held>,
 }
 
 /// Where a call's checks recorded it: the stack's parts, and each check's parts (indices among
@@ -553,6 +602,8 @@ impl Admitted {
     /// `counts` is asked before the future is returned, so that the future holds nothing of
     /// the body's result (which need not be `Sync`).
     pub fn settle(self, counts: impl Fn(usize) -> bool) -> impl Future<Output = ()> + Send {
+        // The body returned: its slots are released now.
+        drop(self.held);
         let Recorded { parts, checks } = self.recorded;
         let refunds: Vec<(Vec<usize>, Records, Vec<bool>)> = checks
             .into_iter()
@@ -705,6 +756,18 @@ pub async fn guarded_stack<F: Future>(
     deny: fn(RateLimitError) -> F::Output,
     body: F,
 ) -> F::Output {
+    if stack.holds_slots() {
+        // Its concurrency limits' slots, held while the body runs.
+        let admitted = match wait {
+            None => admit_stack(&limiter, stack).await,
+            Some(wait) => admit_stack_waiting(&limiter, stack, wait).await,
+        };
+        let _held = match admitted {
+            Ok(admitted) => admitted,
+            Err(err) => return deny(err),
+        };
+        return body.await;
+    }
     let checked = match wait {
         None => check_stack(&limiter, stack).await,
         Some(wait) => check_stack_waiting(&limiter, stack, wait).await,

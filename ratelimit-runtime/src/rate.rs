@@ -25,6 +25,10 @@ pub struct Rate {
     threshold: u32,
     algorithm: Algorithm,
     leased: bool,
+    /// A concurrency limit's rate ([`Concurrency`](crate::Concurrency)): `threshold` slots, each
+    /// held for `period` unless renewed (a sliding window log whose admissions are renewed
+    /// while their calls run and refunded when they end).
+    slots: bool,
     period_us: u64,
 }
 
@@ -135,8 +139,41 @@ impl Rate {
             threshold: threshold as u32,
             algorithm: Algorithm::SlidingWindowLog,
             leased: false,
+            slots: false,
             period_us,
         })
+    }
+
+    /// The rate of a concurrency limit of `max` calls in flight whose slots last
+    /// `slot_time_us` unless renewed (both already checked by [`Concurrency`](crate::Concurrency)).
+    pub(crate) const fn of_slots(max: u32, slot_time_us: u64) -> Rate {
+        Rate {
+            threshold: max,
+            algorithm: Algorithm::SlidingWindowLog,
+            leased: false,
+            slots: true,
+            period_us: slot_time_us,
+        }
+    }
+
+    /// Whether this is a concurrency limit's rate: its admissions are slots, held while their
+    /// calls run (see [`Concurrency`](crate::Concurrency)).
+    #[must_use]
+    pub const fn is_concurrency(&self) -> bool {
+        self.slots
+    }
+
+    /// The rate as the in-process store keeps it: a concurrency limit's slots never expire
+    /// there (a process that dies takes its store along), so they last until released.
+    pub(crate) const fn in_process(self) -> Rate {
+        if self.slots {
+            Rate {
+                period_us: Rate::MAX_PERIOD.as_micros() as u64,
+                ..self
+            }
+        } else {
+            self
+        }
     }
 
     /// The same rate counted by `algorithm` (a rate starts as a
@@ -178,7 +215,8 @@ impl Rate {
     #[must_use]
     pub const fn leased(self) -> Rate {
         Rate {
-            leased: true,
+            // A concurrency limit's slots are held by calls, never reserved ahead.
+            leased: !self.slots,
             ..self
         }
     }
@@ -213,9 +251,18 @@ impl Rate {
 }
 
 /// `Rate(2 per 30s)`; a counter's says so: `Rate(2 per 30s, sliding window counter)`, and a
-/// leased one `Rate(2 per 30s, leased)`.
+/// leased one `Rate(2 per 30s, leased)`; a concurrency limit's `Rate(4 in flight, slot time
+/// 30s)`.
 impl fmt::Debug for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.slots {
+            return write!(
+                f,
+                "Rate({} in flight, slot time {:?})",
+                self.threshold,
+                self.period()
+            );
+        }
         write!(f, "Rate({} per {:?}", self.threshold, self.period())?;
         if self.is_counter() {
             write!(f, ", {}", self.algorithm)?;
@@ -227,9 +274,13 @@ impl fmt::Debug for Rate {
     }
 }
 
-/// `2 per 30s`; a counter's says so: `2 per 30s (sliding window counter)`.
+/// `2 per 30s`; a counter's says so: `2 per 30s (sliding window counter)`; a concurrency
+/// limit's is `4 in flight`.
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.slots {
+            return write!(f, "{} in flight", self.threshold);
+        }
         write!(f, "{} per {:?}", self.threshold, self.period())?;
         if self.is_counter() {
             write!(f, " ({})", self.algorithm)?;

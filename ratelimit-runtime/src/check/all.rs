@@ -126,11 +126,43 @@ impl Shared {
     pub(crate) async fn check_recorded(
         self: &Arc<Self>,
         scope: Option<&str>,
-        mut limits: Vec<Limit<'_>>,
+        limits: Vec<Limit<'_>>,
         at: Option<SystemTime>,
         shadow: bool,
     ) -> Result<(Decisions, Records), RateLimitError> {
+        self.recorded(scope, limits, at, shadow, false).await
+    }
+
+    /// [`check_recorded`](Shared::check_recorded) of limits among which concurrency limits
+    /// may be, now: the caller holds the call's slots from its records (`slots.rs`), and
+    /// releases them.
+    ///
+    /// # Errors
+    ///
+    /// As [`check_recorded`](Shared::check_recorded).
+    pub(crate) async fn check_holding(
+        self: &Arc<Self>,
+        scope: Option<&str>,
+        limits: Vec<Limit<'_>>,
+        shadow: bool,
+    ) -> Result<(Decisions, Records), RateLimitError> {
+        self.recorded(scope, limits, None, shadow, true).await
+    }
+
+    /// [`check_recorded`](Shared::check_recorded); concurrency limits among `limits` only
+    /// when `holding`.
+    async fn recorded(
+        self: &Arc<Self>,
+        scope: Option<&str>,
+        mut limits: Vec<Limit<'_>>,
+        at: Option<SystemTime>,
+        shadow: bool,
+        holding: bool,
+    ) -> Result<(Decisions, Records), RateLimitError> {
         let shadow = shadow || self.shadow();
+        if !holding && limits.iter().any(|limit| limit.rate().is_concurrency()) {
+            return Err(concurrency_error());
+        }
         validate(&limits, shadow)?;
         if self.off() {
             return Ok((Decisions::exempt(), Records::default()));
@@ -270,6 +302,17 @@ impl Shared {
                 }
             },
         };
+        // A concurrency limit's answer (never the deny cache's, which is `only`'s).
+        let result = result.map(|(mut decisions, records, only)| {
+            if only.is_none() {
+                for (decision, limit) in decisions.iter_mut().zip(refs) {
+                    if limit.rate.is_concurrency() {
+                        *decision = decision.of_slots();
+                    }
+                }
+            }
+            (decisions, records, only)
+        });
         let deciding = result
             .as_ref()
             .ok()
@@ -720,6 +763,16 @@ fn by_policy(decisions: Vec<Decision>) -> Vec<Decision> {
 
 /// Turns away a check that cannot be made: no limit, two limits with one key, a label that is
 /// not printable ASCII, a cost that no window can admit.
+/// The error of a concurrency limit's rate given to a check that does not hold slots: its
+/// slot would never be released.
+pub(super) fn concurrency_error() -> RateLimitError {
+    RateLimitError::InvalidInput(
+        "a concurrency limit's rate is checked by `Limiter::acquire` (or the attribute's \
+         `concurrency`), which holds its slot while the call runs, not by a check"
+            .into(),
+    )
+}
+
 fn validate(limits: &[Limit<'_>], shadow: bool) -> Result<(), RateLimitError> {
     if limits.is_empty() {
         return Err(RateLimitError::InvalidInput(

@@ -161,7 +161,8 @@ impl Shared {
         if explicit {
             return Err(Some(cache.explicit(limit.key)));
         }
-        if limit.cost != 1 {
+        // A slot frees when its call ends, which no cached time foresees.
+        if limit.cost != 1 || limit.rate.is_concurrency() {
             return Err(None);
         }
         let now = at.unwrap_or_else(|| cache.now());

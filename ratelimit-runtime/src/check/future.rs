@@ -211,6 +211,10 @@ impl Future for Checking<'_> {
             }
             Stage::Taken => unreachable!("the key is taken only once the check is over"),
         };
+        if this.rate.is_concurrency() {
+            this.done = true;
+            return Poll::Ready(Err(super::all::concurrency_error()));
+        }
         let explicit = this.at.is_some();
         let at = match this.at.map(clock::micros_since_epoch).transpose() {
             Ok(at) => this.shared.time_of(at),

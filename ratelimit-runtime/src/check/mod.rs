@@ -20,7 +20,11 @@
 //!   renewed one check at a time, and given back when it ends;
 //! - `inspect.rs`: a key's log outside a check: a look that records nothing (the policy's
 //!   when the store fails), and its reset;
-//! - `permit.rs`: where a check recorded its call, and the refund that removes it again.
+//! - `permit.rs`: where a check recorded its call, and the refund that removes it again;
+//! - `slot_table.rs`: the table of the slots a limiter's calls hold in a remote store, and
+//!   the one thread that renews them and sends their releases;
+//! - `slots.rs`: the slots a call holds under concurrency limits, renewed while it runs and
+//!   released when it ends.
 //!
 //! A check's trip: [`Checking`] is polled; on its first poll it converts the explicit time,
 //! enters its span and asks `answer.rs` what comes next ([`Next`](answer::Next)): an answer
@@ -38,9 +42,12 @@ mod leased;
 mod permit;
 mod remote;
 mod shared;
+mod slot_table;
+mod slots;
 
 pub(crate) use self::answer::Registered;
 pub(crate) use self::deny_cache::DenyCache;
 pub(crate) use self::future::Checking;
 pub(crate) use self::permit::Records;
 pub(crate) use self::shared::Shared;
+pub(crate) use self::slots::Held;

@@ -19,14 +19,14 @@ use crate::rate::Rate;
 use crate::store::Admission;
 
 /// Where one check recorded its call: one place per store part it was recorded in.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub(crate) struct Records {
     places: Vec<Place>,
 }
 
 /// One place a call was recorded in, and the limits (their indices among the check's) it was
 /// recorded for there.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Place {
     place: Where,
     limits: Vec<usize>,
@@ -82,6 +82,15 @@ impl Records {
     pub(crate) fn is_empty(&self) -> bool {
         self.places.is_empty()
     }
+
+    /// The places in a Redis part: the admission, its check's time, and the limits (their
+    /// indices among the check's) recorded there.
+    pub(crate) fn in_store(&self) -> impl Iterator<Item = (Admission, u64, &[usize])> {
+        self.places.iter().filter_map(|place| match place.place {
+            Where::Store { admission, now } => Some((admission, now, place.limits.as_slice())),
+            Where::InProcess { .. } | Where::Fallback { .. } => None,
+        })
+    }
 }
 
 /// A limit a store call owns (a refund's, a check's remote leg of several limits), so that the
@@ -109,6 +118,37 @@ pub(super) fn borrowed(owned: &[Owned]) -> Vec<LimitRef<'_>> {
 }
 
 impl Shared {
+    /// Removes the call `records` names from each limit `refunded` says in the places in
+    /// process (the in-process store, the fallback), at once; returns the other places.
+    pub(crate) fn refund_in_process(
+        &self,
+        limits: &[LimitRef<'_>],
+        records: Records,
+        refunded: impl Fn(usize) -> bool,
+    ) -> Records {
+        let mut remote = Records::default();
+        for Place {
+            place,
+            limits: indices,
+        } in records.places
+        {
+            let chosen = indices.iter().filter(|&&i| refunded(i)).map(|&i| limits[i]);
+            match place {
+                Where::InProcess { at } => {
+                    if let crate::store::Access::InProcess(store) = self.store.access() {
+                        chosen.for_each(|limit| store.refund(limit, at));
+                    }
+                }
+                Where::Fallback { at } => chosen.for_each(|limit| self.fallback.refund(limit, at)),
+                Where::Store { .. } => remote.places.push(Place {
+                    place,
+                    limits: indices,
+                }),
+            }
+        }
+        remote
+    }
+
     /// Removes the call `records` names from each limit `refunded` says (by its index among
     /// `limits`, the check's), in every place it was recorded in, the places at once. Each
     /// Redis place is one script (`refund.lua`), through its part's breaker and within the
@@ -125,6 +165,7 @@ impl Shared {
         records: Records,
         refunded: impl Fn(usize) -> bool,
     ) -> Result<(), StoreError> {
+        let records = self.refund_in_process(limits, records, &refunded);
         let mut calls = Vec::new();
         for Place {
             place,
@@ -140,16 +181,8 @@ impl Shared {
                 continue;
             }
             match place {
-                Where::InProcess { at } => {
-                    if let crate::store::Access::InProcess(store) = self.store.access() {
-                        chosen.iter().for_each(|&limit| store.refund(limit, at));
-                    }
-                }
-                Where::Fallback { at } => {
-                    chosen
-                        .iter()
-                        .for_each(|&limit| self.fallback.refund(limit, at));
-                }
+                // Refunded above.
+                Where::InProcess { .. } | Where::Fallback { .. } => {}
                 Where::Store { admission, now } => {
                     let owned = owned(&chosen);
                     calls.push(self.remote_op(chosen[0], move |shared| async move {

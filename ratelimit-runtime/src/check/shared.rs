@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicBool;
 
 use super::deny_cache::DenyCache;
 use super::lease::Leases;
+use super::slot_table::Slots;
 use crate::health::Health;
 use crate::policy::FailurePolicy;
 use crate::registry::redis::Follower;
@@ -43,6 +44,9 @@ pub(crate) struct Shared {
     /// What this limiter knows of the limits shared through Redis, when it follows them
     /// ([`LimiterBuilder::shared_limits`](crate::LimiterBuilder::shared_limits)).
     pub(crate) follower: Option<Follower>,
+    /// The slots this limiter's calls hold in a remote store under concurrency limits,
+    /// renewed while their calls run.
+    pub(crate) slots: Slots,
 }
 
 impl Shared {
@@ -73,6 +77,7 @@ impl Shared {
             deny_cache,
             leases,
             follower: None,
+            slots: Slots::new(),
         }
     }
 

@@ -15,6 +15,7 @@
 //! | [`outcomes`] | counting calls by their outcome, refunds, waiting for a slot, shadow mode |
 //! | [`keys`] | the key layout in Redis and in process, cluster slots, what a change of code moves, unblocking a caller |
 //! | [`redis`] | the Redis store: a Redis limiter in a `static`, what it stores, Cluster, Sentinel, replication, TLS and ACL users |
+//! | [`concurrency`] | concurrency limits: at most N calls of a key in flight across processes, slots and their renewals, what failures do |
 //! | [`leases`] | quota leases: a hot key over Redis at in-process speed, exact; what they trade |
 //! | [`operating`] | limits changed while the process runs: scope entries, key overrides (a rate, a block, an exemption), the kill switch |
 //! | [`production`] | failure policies, circuit breakers, timeouts and resends, the deny cache, memory, logs and metrics, what each failure costs |
@@ -51,6 +52,10 @@ pub mod keys {
 
 pub mod redis {
     #![doc = include_str!("redis.md")]
+}
+
+pub mod concurrency {
+    #![doc = include_str!("concurrency.md")]
 }
 
 pub mod leases {

@@ -127,6 +127,15 @@ impl Entered {
     /// not a limit).
     #[inline]
     fn over(self, code: Rate) -> Rate {
+        if code.is_concurrency() {
+            // A concurrency limit's entry sets how many calls may be in flight; its slot time
+            // stays the code's.
+            let max = self
+                .rate
+                .threshold()
+                .min(crate::concurrency::Concurrency::MAX);
+            return Rate::of_slots(max as u32, code.period_us());
+        }
         let rate = if self.code_algorithm {
             self.rate.with_algorithm(code.algorithm())
         } else {

@@ -446,6 +446,20 @@ impl MemoryStore {
         at: Option<u64>,
         record: bool,
     ) -> (bool, Vec<Decision>) {
+        // A concurrency limit's slots last until released here (`Rate::in_process`).
+        let in_process: Vec<LimitRef<'_>>;
+        let limits = if limits.iter().any(|limit| limit.rate.is_concurrency()) {
+            in_process = limits
+                .iter()
+                .map(|&limit| LimitRef {
+                    rate: limit.rate.in_process(),
+                    ..limit
+                })
+                .collect();
+            &in_process
+        } else {
+            limits
+        };
         let now = Now::of(at);
         let hashes: Vec<u64> = limits.iter().map(|limit| self.hash(limit.key)).collect();
         let mut indices: Vec<usize> = hashes.iter().map(|&hash| self.shard_index(hash)).collect();

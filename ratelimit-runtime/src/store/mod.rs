@@ -385,6 +385,27 @@ impl Store {
         }
     }
 
+    /// Renews the slots `limits[i]` (concurrency limits, all in one part) held as
+    /// `admissions[i]` at `at` (`None`: the store's clock): whether each is still held. Only
+    /// a remote store's slots expire, and are renewed: in process a slot lasts until its call
+    /// ends (see [Slots](self#slots)).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Store::check).
+    pub(crate) async fn renew(
+        &self,
+        limits: &[LimitRef<'_>],
+        admissions: &[Admission],
+        at: Option<u64>,
+    ) -> Result<Vec<bool>, StoreError> {
+        match self {
+            Store::Redis(store) => store.renew(limits, admissions, at).await,
+            Store::Memory(_) => Ok(vec![true; limits.len()]),
+            Store::Misconfigured(reason) => Err(StoreError::Misconfigured(reason.clone())),
+        }
+    }
+
     /// A new lease's name, for [`lease`](Store::lease) and its give-back (the in-process store
     /// leases nothing: all zeros).
     pub(crate) fn lease_name(&self) -> Admission {

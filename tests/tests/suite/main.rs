@@ -29,6 +29,7 @@ mod attribute;
 mod breakers;
 mod cluster;
 mod cluster_failover;
+mod concurrency;
 mod counter;
 mod deny_cache;
 mod exact_under_faults;

@@ -279,6 +279,28 @@ impl RedisStore {
         script::decode_refund(&reply, limits)
     }
 
+    /// Renews the slots `limits[i]` held as `admissions[i]` (all in one part) at `at` (`None`:
+    /// the server's `TIME`), within the timeout (`renew.lua`): whether each is still held.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](RedisStore::check).
+    pub(crate) async fn renew(
+        &self,
+        limits: &[LimitRef<'_>],
+        admissions: &[Admission],
+        at: Option<u64>,
+    ) -> Result<Vec<bool>, StoreError> {
+        let reply = self
+            .exchange(Call::Renew {
+                limits,
+                admissions,
+                at,
+            })
+            .await?;
+        script::decode_renew(&reply, limits.len())
+    }
+
     /// Gives back the unspent reserve of `limit`'s lease named `lease`, granted at `now`: its
     /// members `1..=cost` in a log, its cost in a counter (what a reset since kept of it, at
     /// most), within the timeout (`refund.lua`).

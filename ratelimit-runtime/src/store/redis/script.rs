@@ -64,6 +64,12 @@ static REFUND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(REF
 /// The text of [`REFUND`].
 const REFUND_SOURCE: &str = concat!(include_str!("counter.lua"), include_str!("refund.lua"));
 
+/// Renews the slots a process holds, those of one node (one cluster slot): `renew.lua`.
+static RENEW: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RENEW_SOURCE));
+
+/// The text of [`RENEW`].
+const RENEW_SOURCE: &str = include_str!("renew.lua");
+
 /// What a check would answer, writing nothing: `peek.lua`, flagged `no-writes` and sent with
 /// `EVALSHA_RO` / `EVAL_RO` (Redis 7 and later), so that a user allowed to read only (and
 /// those two commands) can look. Redis 5 and 6 know neither the flag nor the commands: they
@@ -148,6 +154,13 @@ pub(super) enum Call<'a> {
         now: u64,
         give_back: bool,
     },
+    /// The renewal of slots (concurrency limits' admissions, `limits[i]` held as
+    /// `admissions[i]`) at `at` (`None`: the server's `TIME`): [`RENEW`].
+    Renew {
+        limits: &'a [LimitRef<'a>],
+        admissions: &'a [super::member::Admission],
+        at: Option<u64>,
+    },
     /// A look at one limit's log at `at` (`None`: the server's `TIME`): [`PEEK_NO_WRITES`],
     /// or [`PEEK`] without `flagged`.
     Peek {
@@ -175,6 +188,7 @@ impl Call<'_> {
                 | Call::Counter { .. }
                 | Call::Lease { .. }
                 | Call::Refund { .. }
+                | Call::Renew { .. }
                 | Call::Probe { .. }
         )
     }
@@ -187,7 +201,7 @@ impl Call<'_> {
                 reply.first() == Some(&1)
             }
             Call::Lease { .. } => reply.first().is_some_and(|&granted| granted > 0),
-            Call::Refund { .. } | Call::Probe { .. } => true,
+            Call::Refund { .. } | Call::Renew { .. } | Call::Probe { .. } => true,
             Call::Peek { .. } | Call::Reset { .. } => false,
         }
     }
@@ -213,6 +227,7 @@ impl Call<'_> {
             Call::Counter { .. } => (&SLIDING_WINDOW_COUNTER, COUNTER_SOURCE),
             Call::Lease { .. } => (&LEASE, LEASE_SOURCE),
             Call::Refund { .. } => (&REFUND, REFUND_SOURCE),
+            Call::Renew { .. } => (&RENEW, RENEW_SOURCE),
             Call::Peek { flagged: true, .. } => (&PEEK_NO_WRITES, PEEK_NO_WRITES_SOURCE),
             Call::Peek { flagged: false, .. } => (&PEEK, PEEK_SOURCE),
             Call::Reset { .. } => (&RESET, RESET_SOURCE),
@@ -249,9 +264,10 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
         | Call::Counter { limit, .. }
         | Call::Lease { limit, .. }
         | Call::Probe { limit } => std::slice::from_ref(limit),
-        Call::Several { limits, .. } | Call::Refund { limits, .. } | Call::Reset { limits } => {
-            limits
-        }
+        Call::Several { limits, .. }
+        | Call::Refund { limits, .. }
+        | Call::Renew { limits, .. }
+        | Call::Reset { limits } => limits,
     };
     let keys: usize = limits
         .iter()
@@ -360,6 +376,22 @@ fn command(prefix: &str, call: &Call<'_>, eval: bool, resend: bool) -> Cmd {
             time(&mut command, at);
             if limit.rate.is_counter() {
                 command.arg("c");
+            }
+            return command;
+        }
+        Call::Renew {
+            limits,
+            admissions,
+            at,
+        } => {
+            time(&mut command, at);
+            for (limit, admission) in limits.iter().zip(admissions) {
+                // A slot is its admission's only member, `<admission>.1`.
+                let mut member = command.writer_for_next_arg();
+                let _ = member.write_all(admission);
+                let _ = member.write_all(b".1");
+                drop(member);
+                command.arg(limit.rate.period_us());
             }
             return command;
         }
@@ -647,6 +679,12 @@ pub(super) fn decode_refund(
             )
         })
         .collect())
+}
+
+/// Turns `renew.lua`'s reply (1 or 0 per slot) into whether each slot is still held.
+pub(super) fn decode_renew(reply: &[i64], slots: usize) -> Result<Vec<bool>, StoreError> {
+    let numbers = non_negative(reply, slots)?;
+    Ok(numbers.into_iter().map(|held| held == 1).collect())
 }
 
 /// `reply` as `len` non-negative integers.

@@ -1,0 +1,315 @@
+//! The table of the slots a limiter's calls hold in a remote store under concurrency limits
+//! ([`Concurrency`](crate::Concurrency)), and the one thread per limiter that renews them and
+//! sends their releases; each call's [`Claim`]. What a slot is, and what renewals and
+//! releases promise: `slots.rs`, beside this file, which fills the table.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use event_listener::Event;
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+
+use crate::limit::LimitRef;
+use crate::rate::Rate;
+use crate::store::Admission;
+
+/// The longest the renewing thread sleeps, so that it sees its limiter dropped.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// A limiter's slots held in a remote store, renewed by its thread (see the module docs).
+pub(crate) struct Slots {
+    inner: Arc<Inner>,
+}
+
+/// What the limiter and its renewing thread share.
+struct Inner {
+    table: Mutex<Table>,
+    /// Woken when a release is queued.
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Table {
+    held: HashMap<u64, Entry>,
+    releases: Vec<Release>,
+    next_id: u64,
+    /// Whether the renewing thread was started.
+    started: bool,
+}
+
+/// One slot held in a remote store.
+struct Entry {
+    key: String,
+    rate: Rate,
+    admission: Admission,
+    /// Until when the store surely counts it: a slot time after the last renewal that found
+    /// it (or its check) was sent.
+    held_until: Instant,
+    /// When it is renewed next.
+    due: Instant,
+    claim: Arc<Claim>,
+}
+
+/// The release of a call's slots in a remote store, queued for the thread: the refund of its
+/// slot limits, which keeps the limiter's state alive until it is sent.
+pub(crate) type Release = BoxFuture<'static, ()>;
+
+/// A slot due for renewal: its id, key, rate and admission.
+pub(crate) type Due = (u64, String, Rate, Admission);
+
+/// The renewal of slots due: whether each is still held (`None`: its renewal failed). Made
+/// by `slots.rs` over the limiter's store, and run on the thread's runtime.
+pub(crate) type Renew = Box<dyn Fn(Vec<Due>) -> BoxFuture<'static, Vec<Option<bool>>> + Send>;
+
+/// Whether a call's claim on its slots still holds (see the module docs).
+pub(crate) struct Claim {
+    lost: AtomicBool,
+    ended: Event,
+    /// Until when the store surely counts every slot of the call, in µs since [`base`]
+    /// (`u64::MAX`: no slot in a remote store).
+    until: AtomicU64,
+    /// Each slot's deadline, by its id in the table.
+    deadlines: Mutex<Vec<(u64, Instant)>>,
+}
+
+/// The instant claims' deadlines count from.
+fn base() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
+
+/// `instant` in µs since [`base`].
+fn since_base(instant: Instant) -> u64 {
+    u64::try_from(instant.saturating_duration_since(base()).as_micros()).unwrap_or(u64::MAX)
+}
+
+impl Claim {
+    pub(crate) fn new() -> Claim {
+        Claim {
+            lost: AtomicBool::new(false),
+            ended: Event::new(),
+            until: AtomicU64::new(u64::MAX),
+            deadlines: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Notes that one of the call's slots surely counts until `until` (the earliest of its
+    /// slots' deadlines is the claim's).
+    fn counts_until(&self, id: u64, until: Instant) {
+        let mut deadlines = self
+            .deadlines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match deadlines.iter_mut().find(|(slot, _)| *slot == id) {
+            Some((_, deadline)) => *deadline = until,
+            None => deadlines.push((id, until)),
+        }
+        let earliest = deadlines.iter().map(|&(_, deadline)| deadline).min();
+        self.until
+            .store(earliest.map_or(u64::MAX, since_base), Ordering::Release);
+    }
+
+    /// Ends the claim, waking whoever waits for it to end.
+    fn lose(&self) {
+        if !self.lost.swap(true, Ordering::AcqRel) {
+            self.ended.notify(usize::MAX);
+        }
+    }
+
+    /// Whether the claim ended: a renewal found a slot gone, or the time until which the
+    /// store surely counts every slot passed (read here, not when the thread notices).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+            || since_base(Instant::now()) >= self.until.load(Ordering::Acquire)
+    }
+
+    /// Completes when the claim ends (never, for one that lasts until its call does).
+    pub(crate) async fn lost(&self) {
+        loop {
+            if self.is_lost() {
+                return;
+            }
+            let listener = self.ended.listen();
+            if self.is_lost() {
+                return;
+            }
+            listener.await;
+        }
+    }
+}
+
+impl Slots {
+    pub(crate) fn new() -> Slots {
+        Slots {
+            inner: Arc::new(Inner {
+                table: Mutex::new(Table::default()),
+                wake: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Adds the slot `limit` holds as `admission`, whose check was sent at `sent`, to the
+    /// renewed ones, starting the thread with the first (renewing by what `renew` makes);
+    /// returns its id.
+    pub(crate) fn hold(
+        &self,
+        limit: LimitRef<'_>,
+        admission: Admission,
+        sent: Instant,
+        claim: &Arc<Claim>,
+        renew: impl FnOnce() -> Renew,
+    ) -> u64 {
+        let mut table = self.inner.lock();
+        let id = table.next_id;
+        table.next_id += 1;
+        claim.counts_until(id, sent + limit.rate.period());
+        table.held.insert(
+            id,
+            Entry {
+                key: limit.key.to_owned(),
+                rate: limit.rate,
+                admission,
+                held_until: sent + limit.rate.period(),
+                due: sent + interval(limit.rate),
+                claim: Arc::clone(claim),
+            },
+        );
+        if !table.started {
+            table.started = true;
+            if let Err(error) = start(Arc::downgrade(&self.inner), renew()) {
+                tracing::error!(
+                    %error,
+                    "the thread that renews concurrency limits' slots could not start: slots \
+                     held in the store end a slot time after their check"
+                );
+            }
+        }
+        id
+    }
+
+    /// Stops renewing the slots `ids`.
+    pub(crate) fn forget(&self, ids: &[u64]) {
+        let mut table = self.inner.lock();
+        for id in ids {
+            table.held.remove(id);
+        }
+    }
+
+    /// Queues `release` for the thread, and wakes it.
+    pub(crate) fn release(&self, release: Release) {
+        self.inner.lock().releases.push(release);
+        self.inner.wake.notify_one();
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How often a slot of `rate` is renewed: every third of its slot time.
+fn interval(rate: Rate) -> Duration {
+    rate.period() / 3
+}
+
+/// Starts the renewing thread of `inner` (held weakly: the thread ends within [`IDLE`] of the
+/// limiter's drop, once no release is queued, since a release holds the limiter's state),
+/// renewing by `renew`.
+fn start(inner: Weak<Inner>, renew: Renew) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("ratelimit-slots".into())
+        .spawn(move || renew_on(&inner, &renew, &runtime))?;
+    Ok(())
+}
+
+/// The renewing thread's loop: wait for slots due or releases queued, send them all at once,
+/// note the answers; until the limiter is dropped.
+fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtime) {
+    loop {
+        let Some(owner) = inner.upgrade() else {
+            return;
+        };
+        let (due, releases) = {
+            let mut table = owner.lock();
+            loop {
+                let now = Instant::now();
+                end_lapsed(&mut table, now);
+                let due: Vec<Due> = table
+                    .held
+                    .iter()
+                    .filter(|(_, entry)| entry.due <= now)
+                    .map(|(&id, entry)| (id, entry.key.clone(), entry.rate, entry.admission))
+                    .collect();
+                if !due.is_empty() || !table.releases.is_empty() {
+                    break (due, std::mem::take(&mut table.releases));
+                }
+                if Arc::strong_count(&owner) == 1 {
+                    // The limiter is gone, and nothing is queued (a release keeps it alive).
+                    return;
+                }
+                let next = table
+                    .held
+                    .values()
+                    .map(|entry| entry.due.min(entry.held_until))
+                    .min();
+                let sleep = next.map_or(IDLE, |next| next.saturating_duration_since(now).min(IDLE));
+                table = owner
+                    .wake
+                    .wait_timeout(table, sleep)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        };
+        let sent = Instant::now();
+        let (held, ()) = runtime.block_on(futures_util::future::join(
+            renew(due.clone()),
+            futures_util::future::join_all(releases).map(drop),
+        ));
+        let mut table = owner.lock();
+        for ((id, _, rate, _), held) in due.iter().zip(held) {
+            // Released meanwhile: nothing to note.
+            let Some(entry) = table.held.get_mut(id) else {
+                continue;
+            };
+            match held {
+                Some(true) => {
+                    entry.held_until = sent + rate.period();
+                    entry.claim.counts_until(*id, entry.held_until);
+                    entry.due = sent + interval(*rate);
+                }
+                Some(false) => {
+                    tracing::warn!(
+                        "a concurrency limit's slot is gone from the store while its call runs \
+                         (reset, lost in a failover, or not renewed for its slot time): the \
+                         call's claim is over"
+                    );
+                    entry.claim.lose();
+                    table.held.remove(id);
+                }
+                None => entry.due = Instant::now() + interval(*rate) / 3,
+            }
+        }
+    }
+}
+
+/// Ends the claims of the slots whose renewals have not reached the store for a slot time.
+fn end_lapsed(table: &mut Table, now: Instant) {
+    table.held.retain(|_, entry| {
+        if entry.held_until > now {
+            return true;
+        }
+        tracing::warn!(
+            "a concurrency limit's slot was not renewed for its slot time (the store could not \
+             be reached): the call's claim is over"
+        );
+        entry.claim.lose();
+        false
+    });
+}

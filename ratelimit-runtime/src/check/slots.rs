@@ -1,0 +1,202 @@
+//! The slots a limiter's calls hold under concurrency limits
+//! ([`Concurrency`](crate::Concurrency)): [`Held`], one call's, released when it is dropped,
+//! and what the limiter's table of slots (`slot_table.rs`) renews them with.
+//!
+//! # A slot in the store
+//!
+//! A concurrency limit is checked as a sliding window log whose period is the slot time
+//! (`Rate::of_slots`): a call's slot is its admission, recorded by the check of all of the
+//! call's limits at once (all or nothing beside its rate limits), and released by the refund
+//! of that admission alone (`permit.rs`: exactly its own member, once). In Redis a slot counts
+//! until its score, the time it was last renewed, leaves the window; in process it lasts until
+//! it is released (`Rate::in_process`), since a process that dies takes its store along.
+//!
+//! # Renewals
+//!
+//! Each slot held in Redis is renewed every third of its slot time: one thread per limiter
+//! (started with its first such slot, ended within a second of the limiter's drop, on a
+//! current-thread Tokio runtime and connection of its own, so that no call waits for it)
+//! sends, per store part (the server, or a cluster's hash slot), one `renew.lua` for every
+//! slot due there. A renewal gives the member the time now as its score if the key still holds
+//! it within its window, and never adds one back.
+//!
+//! A call's **claim** is over, and its [`Claim`] says so (the body is not interrupted), when a
+//! renewal finds its slot gone (released by a reset, lost in a failover without
+//! `wait_for_replicas`, or left the window), or when no renewal reached the store for a slot
+//! time since the last one that did was sent (counted from sending: the store scored it
+//! later, so the slot surely counted until then). While the store answers, a renewal reaches
+//! it every third of the slot time, so a slot never leaves the window under a running call.
+//! A renewal that fails is tried again every ninth of the slot time.
+//!
+//! # Release
+//!
+//! Dropping a [`Held`] (the call returned, failed, panicked, or its future was dropped) stops
+//! its renewals at once and releases its slots without waiting: in process at once; in Redis
+//! through the thread, which sends each release (the refund of the slot limits only) as soon
+//! as it wakes, through the part's breaker and within the timeout. A renewal of the same slot
+//! on its way changes nothing after the release (it never adds a member).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::FutureExt as _;
+use futures_util::future::join_all;
+
+use super::permit::{Owned, Records, borrowed, owned};
+use super::shared::Shared;
+use super::slot_table::{Claim, Due, Renew};
+use crate::limit::LimitRef;
+use crate::store::Admission;
+
+/// The most slots one renewal script renews.
+const BATCH: usize = 500;
+
+/// The renewal of the slots of `shared`'s limiter (held weakly: the table's thread must not
+/// keep the limiter alive).
+fn renewal(shared: &Arc<Shared>) -> Renew {
+    let owner = Arc::downgrade(shared);
+    Box::new(move |due| {
+        let owner = owner.clone();
+        async move {
+            match owner.upgrade() {
+                Some(shared) => round(&shared, &due).await,
+                None => vec![None; due.len()],
+            }
+        }
+        .boxed()
+    })
+}
+
+/// One round of renewals: those of `due`, one script per store part (and per [`BATCH`]), all
+/// at once. Returns whether each slot of `due` is still held (`None`: its renewal failed).
+async fn round(shared: &Arc<Shared>, due: &[Due]) -> Vec<Option<bool>> {
+    let at = shared.time_of(None);
+    let mut parts: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, (_, key, rate, _)) in due.iter().enumerate() {
+        let limit = LimitRef {
+            key,
+            rate: *rate,
+            cost: 1,
+        };
+        parts
+            .entry(shared.store.part_of(limit))
+            .or_default()
+            .push(i);
+    }
+    let batches: Vec<Vec<usize>> = parts
+        .into_values()
+        .flat_map(|indices| {
+            indices
+                .chunks(BATCH)
+                .map(<[usize]>::to_vec)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let renewals = batches.into_iter().map(|indices| async move {
+        let limits: Vec<LimitRef<'_>> = indices
+            .iter()
+            .map(|&i| LimitRef {
+                key: &due[i].1,
+                rate: due[i].2,
+                cost: 1,
+            })
+            .collect();
+        let admissions: Vec<Admission> = indices.iter().map(|&i| due[i].3).collect();
+        let outcome = shared.store.renew(&limits, &admissions, at).await;
+        (indices, outcome)
+    });
+    let renewed = join_all(renewals).await;
+    let mut held = vec![None; due.len()];
+    for (indices, outcome) in renewed {
+        match outcome {
+            Ok(answers) => {
+                for (i, answer) in indices.into_iter().zip(answers) {
+                    held[i] = Some(answer);
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%error, "a renewal of concurrency limits' slots failed");
+            }
+        }
+    }
+    held
+}
+
+/// The slots one call holds: those of its concurrency limits among the limits it was checked
+/// against, released when this is dropped (see the module docs).
+pub(crate) struct Held {
+    shared: Arc<Shared>,
+    limits: Vec<Owned>,
+    /// Which of `limits` are concurrency limits.
+    slots: Vec<bool>,
+    records: Option<Records>,
+    /// The slots renewed in the store, by their ids in the limiter's table.
+    ids: Vec<u64>,
+    claim: Arc<Claim>,
+}
+
+impl Held {
+    /// The slots of the call checked against `limits`, recorded as `records` (a copy of the
+    /// check's), whose check was sent at `sent`.
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        limits: &[LimitRef<'_>],
+        records: Records,
+        sent: Instant,
+    ) -> Held {
+        let slots: Vec<bool> = limits
+            .iter()
+            .map(|limit| limit.rate.is_concurrency())
+            .collect();
+        let claim = Arc::new(Claim::new());
+        let mut ids = Vec::new();
+        for (admission, _, indices) in records.in_store() {
+            for &i in indices.iter().filter(|&&i| slots[i]) {
+                let renew = || renewal(shared);
+                ids.push(shared.slots.hold(limits[i], admission, sent, &claim, renew));
+            }
+        }
+        Held {
+            shared: Arc::clone(shared),
+            limits: owned(limits),
+            slots,
+            records: Some(records),
+            ids,
+            claim,
+        }
+    }
+
+    /// Whether the call's claim on its slots still holds (see the module docs).
+    pub(crate) fn claim(&self) -> &Claim {
+        &self.claim
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(records) = self.records.take() else {
+            return;
+        };
+        self.shared.slots.forget(&self.ids);
+        let limits = borrowed(&self.limits);
+        let slots = &self.slots;
+        let remote = self
+            .shared
+            .refund_in_process(&limits, records, |i| slots[i]);
+        drop(limits);
+        if remote.is_empty() {
+            return;
+        }
+        // Sent by the table's thread: a failed one leaves the slots to leave their window a
+        // slot time after their last renewal (reported where it failed).
+        let shared = Arc::clone(&self.shared);
+        let limits = std::mem::take(&mut self.limits);
+        let slots = std::mem::take(&mut self.slots);
+        let release = async move {
+            let limits = borrowed(&limits);
+            let _ = shared.refund_records(&limits, remote, |i| slots[i]).await;
+        };
+        self.shared.slots.release(release.boxed());
+    }
+}
