@@ -176,6 +176,27 @@ use proc_macro::TokenStream;
 /// `app::search/42@1h`), and never evicts a longer period's entries. A panic in the
 /// expression is the caller's: nothing is checked or recorded.
 ///
+/// # `concurrency`
+///
+/// Instead of a rate: at most this many calls of the key in flight at once, across every
+/// process sharing the limiter's store, an integer literal from 1 to 100000
+/// (`Concurrency::MAX`): `concurrency = 4`. An admitted call holds a slot while its body runs
+/// and releases it when the function returns, fails, panics or its future is dropped; a call
+/// that finds every slot held is denied at once (or, with [`wait`](#wait), waits for one).
+/// Stacked under rate limits it is one check with them, all or nothing
+/// (`#[rate_limit(period = 1, threshold = 10, key = user)]` above
+/// `#[rate_limit(concurrency = 2, key = user)]`); not with `period`, `threshold`, `rate`,
+/// `algorithm`, `lease`, `cost`, `count` or `count_if`. A denial's retry-after is an estimate
+/// (100 ms at most): a slot frees when a call ends. The guide's `concurrency` page tells the
+/// bound, the renewals, and what failures do.
+///
+/// # `slot_time`
+///
+/// Optional, with [`concurrency`](#concurrency): how long a slot counts after its process
+/// last renewed it, in the grammar of `period`, from 1 s to 1 day in whole milliseconds
+/// (`slot_time = "10s"`; 30 s without it). A process renews its slots every third of it; a
+/// process that dies frees its slots within it.
+///
 /// # `cost`
 ///
 /// Optional: what the call costs, 1 by default; an unsigned integer literal (checked at

@@ -191,6 +191,29 @@
 //! removed and expiring, a scope's switch flipped), judging every window against the highest
 //! threshold possible during it, and every check's threshold against the versions possible
 //! then.
+//!
+//! # Slots
+//!
+//! A concurrency limit ([`Concurrency`](crate::Concurrency)) is a sliding window log whose
+//! period is its slot time, and whose admissions are **slots**: a call's slot is recorded by
+//! the check of all its limits at once (all or nothing with its rate limits), as member
+//! `<admission>.1`, and released by the refund of exactly that member (`refund.lua`) when the
+//! call ends. While the call runs, its process renews it ([`Store::renew`], `renew.lua`) every
+//! third of the slot time, one script per part for all of its slots there: a renewal scores
+//! the member at the time now if the key still holds it within its window, and otherwise
+//! removes it and says it is gone; it never adds a member.
+//!
+//! The invariant: **a key's slots counted at any instant are at most its `max`, and a slot
+//! counts from its check until its release, or until a slot time after the last renewal that
+//! found it.** A resent check or renewal changes nothing (the same member; a score never moves
+//! back); a renewal after the release, or after the slot left its window, finds nothing to
+//! renew; a release removes only its own member, once. A slot whose renewals cannot reach its
+//! part stops counting a slot time after the last one that did (`Slot::is_held` says so from
+//! then on, counted from that renewal's sending); a failover that loses a slot's write (its
+//! master replaced by a replica that never got it) frees it early, which `wait_for_replicas`
+//! closes for checks and renewals alike. In process a slot lasts until it is released: the
+//! process takes its store along when it dies. No slot is ever answered by the deny cache.
+//! `tests/tests/suite/concurrency.rs` holds the stores to this.
 
 mod counter;
 pub(crate) mod memory;
