@@ -21,6 +21,11 @@
 //!   attribute's form), several rates `{E(scope)/E(key)}@E(label)`; on the default scope
 //!   `layer`, each rate `{E(scope)/E(key)}@<threshold>/<window>` (`{layer/alice}@100/1s`),
 //!   with `-<nth>` after it for the `nth` (from 2) of one layer's rates named alike;
+//! - a concurrency limit's slots: its form's key without a window, then `@slots` in its
+//!   place (`export/42@slots`, `#export#2/{42}@slots`); a layer's on the default scope
+//!   `{E(scope)/E(key)}@<max>/slots`, and on a scope of its own with no rate
+//!   `E(scope)/E(key)@slots` ([`SLOTS`]), so that no rate's log is ever a concurrency limit's
+//!   slots (a `reset_scope` leaves them, as their calls end);
 //! - a sliding window counter's Redis hash: its limit's key and [`COUNTER_SUFFIX`], `#swc`.
 //!
 //! A `<window>` is a period as `write_window` writes it: digits and one of `us`, `ms`, `s`,
@@ -231,6 +236,17 @@ pub(crate) fn unscoped<'k>(scope: &str, stored: &'k str) -> Option<Cow<'k, str>>
     Some(unescape(key))
 }
 
+/// What a concurrency limit's key has where a rate's has its window: `@slots`, which no
+/// window is (a window is digits and a unit).
+pub(crate) const SLOTS: &str = "slots";
+
+/// Appends a concurrency limit's tail, `@slots`, to its form's key (written without a
+/// window).
+pub(crate) fn push_slots(out: &mut String) {
+    out.push(WINDOW);
+    out.push_str(SLOTS);
+}
+
 /// Which of the attribute's forms a limit's key takes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Form {
@@ -318,7 +334,12 @@ fn rate_name(rate: Rate, nth: usize) -> String {
     let mut name = String::with_capacity(RATE_NAME_MAX_LEN);
     // Writing to a String cannot fail.
     let _ = write!(name, "{}{KEY}", rate.threshold());
-    write_window(&mut name, rate.period());
+    if rate.is_concurrency() {
+        // `<max>/slots`: never a rate's name.
+        name.push_str(SLOTS);
+    } else {
+        write_window(&mut name, rate.period());
+    }
     if nth > 1 {
         let _ = write!(name, "-{nth}");
     }
@@ -334,7 +355,7 @@ const RATE_NAME_MAX_LEN: usize = 10 + 1 + MAX_WINDOW_LEN + 4;
 /// the second of one threshold and period, `-3` after the third...
 #[cfg(any(feature = "axum", test))]
 pub(crate) fn rate_names(rates: &[Rate]) -> Vec<String> {
-    let alike = |a: &Rate, b: &Rate| (a.threshold(), a.period()) == (b.threshold(), b.period());
+    let alike = |a: &Rate, b: &Rate| rate_name(*a, 1) == rate_name(*b, 1);
     rates
         .iter()
         .enumerate()
@@ -448,9 +469,10 @@ impl ScopeKeys {
 
     /// Whether `stored` is one of the scope and key's logs.
     fn matches_log(&self, stored: &str) -> bool {
+        // A window, or a concurrency limit's `slots` in its place.
         let windowed = |rest: Option<&str>| {
             rest.and_then(|rest| rest.strip_prefix(WINDOW))
-                .is_some_and(is_window)
+                .is_some_and(|tail| is_window(tail) || tail == SLOTS)
         };
         if stored
             .strip_prefix(self.plain.as_str())
@@ -515,7 +537,8 @@ fn is_escaped(text: &str) -> bool {
     true
 }
 
-/// Whether `text` is a rate's name as [`rate_name`] writes one (`100/1s`, `5/1h-2`).
+/// Whether `text` is a rate's name as [`rate_name`] writes one (`100/1s`, `5/1h-2`, a
+/// concurrency limit's `4/slots`).
 fn is_rate_name(text: &str) -> bool {
     let is_number = |text: &str| {
         !text.is_empty() && !text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit())
@@ -527,7 +550,9 @@ fn is_rate_name(text: &str) -> bool {
         Some((window, nth)) => (window, Some(nth)),
         None => (rest, None),
     };
-    is_number(threshold) && is_window(window) && nth.is_none_or(|nth| is_number(nth) && nth != "1")
+    is_number(threshold)
+        && (is_window(window) || window == SLOTS)
+        && nth.is_none_or(|nth| is_number(nth) && nth != "1")
 }
 
 /// `rest` after a stacked limit's `#<position>`, if it starts with one.
@@ -852,6 +877,12 @@ mod tests {
             key: Option<String>,
             window: Option<Duration>,
         },
+        /// An attribute's concurrency limit (or a layer's of no rate on a scope of its own).
+        Slots {
+            form: Form,
+            scope: String,
+            key: Option<String>,
+        },
         /// A layer of several rates.
         Several {
             scope: String,
@@ -863,7 +894,8 @@ mod tests {
             scope: String,
             key: String,
             threshold: u64,
-            window: Duration,
+            /// `None`: a concurrency limit's slots, `<max>/slots`.
+            window: Option<Duration>,
             nth: usize,
         },
     }
@@ -877,6 +909,11 @@ mod tests {
                     key,
                     window,
                 } => limit_key(*form, scope, key.as_deref(), *window),
+                Stored::Slots { form, scope, key } => {
+                    let mut out = limit_key(*form, scope, key.as_deref(), None);
+                    push_slots(&mut out);
+                    out
+                }
                 Stored::Several { scope, key, label } => {
                     several_rates_key(&scoped_key(scope, key), label)
                 }
@@ -887,7 +924,12 @@ mod tests {
                     window,
                     nth,
                 } => {
-                    let rate = Rate::new(*threshold, *window).unwrap();
+                    let rate = match window {
+                        Some(window) => Rate::new(*threshold, *window).unwrap(),
+                        None => crate::concurrency::Concurrency::new(*threshold)
+                            .unwrap()
+                            .rate(),
+                    };
                     rate_key(scope, key, &rate_name(rate, *nth))
                 }
             }
@@ -917,7 +959,7 @@ mod tests {
             (1_usize..13).prop_map(|position| Form::Stacked(Some(position))),
         ];
         let limit = (
-            form,
+            form.clone(),
             text(),
             proptest::option::of(text()),
             proptest::option::of(window.clone()),
@@ -932,25 +974,32 @@ mod tests {
                     Form::Stacked(_) => Some(window.unwrap_or(HOUR)),
                 },
             });
+        let slots = (form.clone(), text(), proptest::option::of(text()))
+            .prop_map(|(form, scope, key)| Stored::Slots { form, scope, key });
         let several = (text(), text(), prop_oneof![Just("1h".to_owned()), text()])
             .prop_map(|(scope, key, label)| Stored::Several { scope, key, label });
         let rated = (
             prop_oneof![Just("layer".to_owned()), text()],
             text(),
             select(&[1, 5, 100, 1_000_000, Rate::MAX_THRESHOLD][..]),
-            window,
+            prop_oneof![4 => window.prop_map(Some), 1 => Just(None)],
             prop_oneof![3 => Just(1_usize), 1 => 2_usize..13],
         )
             .prop_map(|(scope, key, threshold, window, nth)| Stored::Rated {
                 scope,
                 key,
-                threshold,
+                // A concurrency limit's max is at most `Concurrency::MAX`.
+                threshold: if window.is_some() {
+                    threshold
+                } else {
+                    threshold.min(crate::concurrency::Concurrency::MAX)
+                },
                 window,
                 nth,
             });
         // Counter or log.
         (
-            prop_oneof![4 => limit, 1 => several, 1 => rated],
+            prop_oneof![4 => limit, 1 => slots, 1 => several, 1 => rated],
             any::<bool>(),
         )
     }
@@ -993,6 +1042,16 @@ mod tests {
             tokens.truncate(tokens.len() - suffix.len());
         }
         let mut rest = &tokens[..];
+        // `slots`, raw: a concurrency limit's tail.
+        let is_slots = |rest: &[Token]| {
+            rest.iter()
+                .map(|token| match token {
+                    Token::Raw(c) => Some(*c),
+                    Token::Escaped(_) => None,
+                })
+                .collect::<Option<String>>()
+                .is_some_and(|text| text == SLOTS)
+        };
         // Free text up to a raw delimiter (left in `rest`); a raw special in it is no `E`.
         let text = |rest: &mut &[Token], ends: &[char]| -> Option<String> {
             let mut text = String::new();
@@ -1087,11 +1146,16 @@ mod tests {
                             }
                             None => (rate, 1),
                         };
+                    let window = if is_slots(window_tokens) {
+                        None
+                    } else {
+                        Some(window(window_tokens)?)
+                    };
                     Stored::Rated {
                         scope,
                         key,
                         threshold,
-                        window: window(window_tokens)?,
+                        window,
                         nth,
                     }
                 }
@@ -1106,12 +1170,20 @@ mod tests {
                 raw(&mut rest, '}')?;
                 let form = Form::Stacked(position(&mut rest)?);
                 raw(&mut rest, '@')?;
-                let window = Some(window(rest)?);
-                Stored::Limit {
-                    form,
-                    scope,
-                    key: None,
-                    window,
+                if is_slots(rest) {
+                    Stored::Slots {
+                        form,
+                        scope,
+                        key: None,
+                    }
+                } else {
+                    let window = Some(window(rest)?);
+                    Stored::Limit {
+                        form,
+                        scope,
+                        key: None,
+                        window,
+                    }
                 }
             } else {
                 let scope = text(&mut rest, &['#', '/'])?;
@@ -1121,12 +1193,16 @@ mod tests {
                 let key = Some(text(&mut rest, &['}'])?);
                 raw(&mut rest, '}')?;
                 raw(&mut rest, '@')?;
-                let window = Some(window(rest)?);
-                Stored::Limit {
-                    form,
-                    scope,
-                    key,
-                    window,
+                if is_slots(rest) {
+                    Stored::Slots { form, scope, key }
+                } else {
+                    let window = Some(window(rest)?);
+                    Stored::Limit {
+                        form,
+                        scope,
+                        key,
+                        window,
+                    }
                 }
             }
         } else {
@@ -1136,6 +1212,16 @@ mod tests {
                 None => None,
             };
             let window = match raw(&mut rest, '@') {
+                Some(()) if is_slots(rest) => {
+                    return Some((
+                        Stored::Slots {
+                            form: Form::One,
+                            scope,
+                            key,
+                        },
+                        counter,
+                    ));
+                }
                 Some(()) => Some(window(rest)?),
                 None if rest.is_empty() => None,
                 None => return None,
@@ -1197,7 +1283,7 @@ mod tests {
                     let several = Stored::Several { scope: scope.clone(), key: key.clone(), label: "1h".to_owned() };
                     own.push((several, counter));
                     for nth in [1, 2] {
-                        let rated = Stored::Rated { scope: scope.clone(), key: key.clone(), threshold: 100, window: HOUR, nth };
+                        let rated = Stored::Rated { scope: scope.clone(), key: key.clone(), threshold: 100, window: Some(HOUR), nth };
                         own.push((rated, counter));
                     }
                 }
@@ -1214,7 +1300,9 @@ mod tests {
             for one in all.iter().cloned().chain(own) {
                 let stored = written(&one);
                 let mine = match &one.0 {
-                    Stored::Limit { scope: s, key: k, .. } => *s == scope && *k == key,
+                    Stored::Limit { scope: s, key: k, .. } | Stored::Slots { scope: s, key: k, .. } => {
+                        *s == scope && *k == key
+                    }
                     Stored::Several { scope: s, key: k, .. } | Stored::Rated { scope: s, key: k, .. } => {
                         *s == scope && key.as_ref() == Some(k)
                     }

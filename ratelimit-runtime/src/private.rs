@@ -13,8 +13,8 @@ use crate::decisions::Decisions;
 use crate::error::{Denied, RateLimitError};
 use crate::key::Key;
 use crate::layout::{
-    Escaping, Form, LIMIT_KEY_OVERHEAD, escaped_display_len, escaped_len, push_limit_key, unescape,
-    unscoped,
+    Escaping, Form, LIMIT_KEY_OVERHEAD, escaped_display_len, escaped_len, push_limit_key,
+    push_slots, unescape, unscoped,
 };
 use crate::limit::{Limit, LimitRef};
 use crate::limiter::{LimitResolved, Limiter};
@@ -488,10 +488,15 @@ impl Stack {
             (self.layout, spec.rate_chosen_per_call),
             (Layout::Stacked, _) | (Layout::One, true)
         );
-        let window = windowed.then(|| spec.rate.period());
+        // A concurrency limit's slots end with `@slots` where a rate's log has its window.
+        let slots = spec.rate.is_concurrency();
+        let window = (windowed && !slots).then(|| spec.rate.period());
         let key_len = key.map_or(0, escaped_display_len);
         let mut text = String::with_capacity(escaped_len(base) + key_len + LIMIT_KEY_OVERHEAD);
         let caller_key = push_limit_key(&mut text, form, base, key, window);
+        if slots {
+            push_slots(&mut text);
+        }
         let label = match (self.layout, spec.label) {
             // One attribute's policy keeps the plain form's name in the HTTP fields.
             (Layout::One, None) => Some(crate::headers::POLICY_NAME),

@@ -533,3 +533,55 @@ async fn a_call_denied_by_its_slot_takes_nothing_of_its_rate() {
     .await;
     redis.clean_up(&prefix).await;
 }
+
+#[ratelimit_runtime::rate_limit(name = "shared.name", period = "1h", threshold = 1, limiter = limiter)]
+async fn rated(limiter: &Limiter) -> Result<(), RateLimitError> {
+    Ok(())
+}
+
+#[ratelimit_runtime::rate_limit(name = "shared.name", concurrency = 1, limiter = limiter)]
+async fn held(
+    limiter: &Limiter,
+    release: tokio::sync::oneshot::Receiver<()>,
+) -> Result<(), RateLimitError> {
+    let _ = release.await;
+    Ok(())
+}
+
+/// A rate and a concurrency limit of one `name` never share a key: the rate's log is full
+/// and a slot still free, a slot held and the rate's log still empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_and_a_concurrency_limit_of_one_name_keep_apart() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("concurrency-apart");
+    for limiter in [
+        Limiter::memory(),
+        closed_redis_limiter(redis.url(), &prefix).await,
+    ] {
+        let (release, released) = tokio::sync::oneshot::channel();
+        let holder = {
+            let limiter = limiter.clone();
+            tokio::spawn(async move { held(&limiter, released).await })
+        };
+        wait_for("the slot held", DEADLINE, async || {
+            let (_, probe) = tokio::sync::oneshot::channel();
+            held(&limiter, probe)
+                .await
+                .err()
+                .filter(RateLimitError::is_denied)
+        })
+        .await;
+        rated(&limiter).await.expect("the rate's log is empty");
+        assert!(rated(&limiter).await.unwrap_err().is_denied());
+        release.send(()).unwrap();
+        holder.await.unwrap().unwrap();
+        wait_for("the slot free, the rate's log full", DEADLINE, async || {
+            let (done, probe) = tokio::sync::oneshot::channel();
+            drop(done);
+            held(&limiter, probe).await.ok()
+        })
+        .await;
+        assert!(rated(&limiter).await.unwrap_err().is_denied());
+    }
+    redis.clean_up(&prefix).await;
+}
