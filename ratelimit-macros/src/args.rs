@@ -1560,7 +1560,7 @@ mod tests {
         assert_eq!(
             error_of(quote!(period = 1, threshold = 2, colour = "red")),
             "unknown argument `colour`; expected one of `period`, `threshold`, `algorithm`, \
-             `lease`, `key`, `rate`, \
+             `lease`, `key`, `rate`, `concurrency`, `slot_time`, \
              `cost`, `exempt`, `decision`, `label`, `wait`, `count`, `count_if`, `shadow`, \
              `limiter`, `name`, `crate`"
         );
@@ -1586,7 +1586,7 @@ mod tests {
         );
         let both = "missing `period` and `threshold` arguments, e.g. \
                     `#[rate_limit(period = 60, threshold = 10)]` (or a `Rate` chosen per call: \
-                    `rate = plan.rate()`)";
+                    `rate = plan.rate()`; or the calls in flight: `concurrency = 4`)";
         assert_eq!(error_of(quote!()), both);
         assert_eq!(error_of(quote!(name = "x")), both);
     }

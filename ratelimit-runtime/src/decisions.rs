@@ -93,13 +93,13 @@ impl Deref for LimitDecision {
 
 impl Decisions {
     /// The decisions of a check's limits, in its order: each limit's label (`None`: its
-    /// window), rate and decision; `admitted` whether the call was. Not empty.
+    /// window, or `concurrency`), rate and decision; `admitted` whether the call was. Not empty.
     pub(crate) fn new(
         limits: impl IntoIterator<Item = (Option<Cow<'static, str>>, Rate, Decision)>,
     ) -> Decisions {
         let mut decided: Vec<LimitDecision> = Vec::new();
         for (label, rate, decision) in limits {
-            let label = label.unwrap_or_else(|| Cow::Owned(window(rate.period())));
+            let label = label.unwrap_or_else(|| Cow::Owned(label_of(rate)));
             let label = unique(label, |taken| {
                 decided.iter().any(|limit| limit.label == taken)
             });
@@ -228,18 +228,32 @@ fn unique(label: Cow<'static, str>, taken: impl Fn(&str) -> bool) -> Cow<'static
     unique
 }
 
-/// The default labels of `rates`, as [`Decisions`] gives them: each one's window, made unique.
+/// The default labels of `rates`, as [`Decisions`] gives them: each one's window (or
+/// `concurrency`), made unique.
 #[cfg_attr(not(feature = "axum"), allow(dead_code))] // the layer's
 pub(crate) fn window_labels(rates: &[Rate]) -> Vec<String> {
     let mut labels: Vec<String> = Vec::with_capacity(rates.len());
     for rate in rates {
-        let label = unique(Cow::Owned(window(rate.period())), |taken| {
+        let label = unique(Cow::Owned(label_of(*rate)), |taken| {
             labels.iter().any(|label| label == taken)
         });
         labels.push(label.into_owned());
     }
     labels
 }
+
+/// A rate's label before another takes it: its window, or `concurrency` for a concurrency
+/// limit (which has none).
+pub(crate) fn label_of(rate: Rate) -> String {
+    if rate.is_concurrency() {
+        CONCURRENCY_LABEL.to_owned()
+    } else {
+        window(rate.period())
+    }
+}
+
+/// A concurrency limit's label unless one is given: no window's.
+pub(crate) const CONCURRENCY_LABEL: &str = "concurrency";
 
 /// A window's label: the period in the largest unit that divides it (`1d`, `12h`, `90s`,
 /// `1500ms`, `2500us`).

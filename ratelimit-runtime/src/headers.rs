@@ -15,7 +15,9 @@
 //!
 //! - `q`: the quota, the rate's threshold;
 //! - `w`: the window in seconds, the rate's period; left out when the period is not a whole
-//!   number of seconds (`w` is an Integer, and rounding it would misstate the rate);
+//!   number of seconds (`w` is an Integer, and rounding it would misstate the rate), and for
+//!   a concurrency limit, which has none (its `q` is the calls in flight it allows, its `r`
+//!   the slots left);
 //! - `r`: the admissions remaining in the window after this request (0 on a denial);
 //! - `t`: seconds until the quota is available again, rounded up: on a denial the time until a
 //!   request would be admitted (the same value as `Retry-After`); on an admission the time until
@@ -118,7 +120,9 @@ impl Decision {
     pub fn headers(&self, rate: Rate) -> RateLimitHeaders {
         let decision = self;
         let period = rate.period();
-        let window = (period.subsec_nanos() == 0).then_some(period.as_secs());
+        // A concurrency limit has no window: its `q` is the calls in flight it allows.
+        let window =
+            (period.subsec_nanos() == 0 && !rate.is_concurrency()).then_some(period.as_secs());
         let retry_after = if decision.allowed {
             None
         } else {

@@ -23,9 +23,9 @@
 //!   with `-<nth>` after it for the `nth` (from 2) of one layer's rates named alike;
 //! - a concurrency limit's slots: its form's key without a window, then `@slots` in its
 //!   place (`export/42@slots`, `#export#2/{42}@slots`); a layer's on the default scope
-//!   `{E(scope)/E(key)}@<max>/slots`, and on a scope of its own with no rate
-//!   `E(scope)/E(key)@slots` ([`SLOTS`]), so that no rate's log is ever a concurrency limit's
-//!   slots (a `reset_scope` leaves them, as their calls end);
+//!   `{E(scope)/E(key)}@<max>/slots`, and on a scope of its own the form of several rates
+//!   with the label `concurrency` ([`SLOTS`]); so that no rate's log is ever a concurrency
+//!   limit's slots;
 //! - a sliding window counter's Redis hash: its limit's key and [`COUNTER_SUFFIX`], `#swc`.
 //!
 //! A `<window>` is a period as `write_window` writes it: digits and one of `us`, `ms`, `s`,

@@ -546,7 +546,18 @@ pub async fn check_stack(limiter: &Limiter, stack: Stack) -> Result<Decisions, R
 ///
 /// As [`check_stack`].
 pub async fn admit_stack(limiter: &Limiter, stack: Stack) -> Result<Admitted, RateLimitError> {
-    let sent = std::time::Instant::now();
+    if !stack.holds_slots() {
+        return admitting(limiter, stack).await;
+    }
+    // To its end even if the caller stops waiting: the slots of a call admitted then are
+    // released at once.
+    let limiter = limiter.clone();
+    crate::runtime::to_the_end(async move { admitting(&limiter, stack).await }).await
+}
+
+/// [`admit_stack`]'s check, and the slots it holds.
+async fn admitting(limiter: &Limiter, stack: Stack) -> Result<Admitted, RateLimitError> {
+    let sent = Held::sent(limiter.shared());
     let (decisions, recorded) = admit(limiter, stack, true).await?;
     // The slots of its concurrency limits, each check's, held until the call ends.
     let held = recorded

@@ -2,7 +2,8 @@
 //! [`Limiter::acquire`], which takes one.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::check::Held;
 use crate::concurrency::Concurrency;
@@ -107,19 +108,28 @@ impl Limiter {
         key: &str,
         concurrency: Concurrency,
     ) -> Result<Slot, RateLimitError> {
-        let shared = self.shared();
+        let shared = Arc::clone(self.shared());
         let rate = concurrency.rate();
-        let sent = Instant::now();
-        let limits = vec![Limit::new(key, rate)];
-        let (decisions, records) = shared.check_holding(None, limits, false).await?;
-        let decision = *decisions.deciding().decision();
-        if !decision.allowed {
-            let denied = Denied::new(SCOPE, Some(key.to_owned()), rate, decision);
-            return Err(RateLimitError::Denied(Box::new(denied)));
-        }
-        let limit = LimitRef { key, rate, cost: 1 };
-        let held = Held::new(shared, &[limit], records, sent);
-        Ok(Slot { decision, held })
+        let key = key.to_owned();
+        // To its end even if the caller stops waiting: a slot taken then is released at once.
+        crate::runtime::to_the_end(async move {
+            let sent = Held::sent(&shared);
+            let limits = vec![Limit::new(key.as_str(), rate)];
+            let (decisions, records) = shared.check_holding(None, limits, false).await?;
+            let decision = *decisions.deciding().decision();
+            if !decision.allowed {
+                let denied = Denied::new(SCOPE, Some(key), rate, decision);
+                return Err(RateLimitError::Denied(Box::new(denied)));
+            }
+            let limit = LimitRef {
+                key: &key,
+                rate,
+                cost: 1,
+            };
+            let held = Held::new(&shared, &[limit], records, sent);
+            Ok(Slot { decision, held })
+        })
+        .await
     }
 
     /// [`acquire`](Limiter::acquire), waiting for a slot while every one is held: it asks

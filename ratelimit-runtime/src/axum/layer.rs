@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use ::axum::body::{Body, Bytes};
 use ::axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{Request, StatusCode};
@@ -16,11 +17,13 @@ use tower_service::Service;
 use super::key::KeyExtractor;
 use super::response::problem;
 use crate::__private::scoped_key;
+use crate::check::Held;
+use crate::concurrency::Concurrency;
 use crate::decisions::Decisions;
 use crate::error::{Denied, RateLimitError};
 use crate::key::Key;
 use crate::layout::{rate_key, rate_names, several_rates_key};
-use crate::limit::Limit;
+use crate::limit::{Limit, LimitRef};
 use crate::limiter::{LimitResolved, Limiter};
 use crate::rate::Rate;
 
@@ -121,6 +124,48 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
         }
     }
 
+    /// A layer allowing at most [`concurrency.max()`](Concurrency::max) requests of a key in
+    /// flight at once, across every process sharing `limiter`'s store, keyed by `key`: a
+    /// request holds a slot from its check until its response's body ends (a streamed body
+    /// is still in flight), or until it is dropped (the client hung up). A request that finds
+    /// every slot held is answered `429` at once, its `retry-after` an estimate (see the
+    /// guide's `concurrency` page); the inner service is not called. Add rates with
+    /// [`and_rate`](RateLimitLayer::and_rate): a request is then checked against all of
+    /// them in one check, all or nothing.
+    ///
+    /// ```
+    /// use axum::{routing::get, Router};
+    /// use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
+    /// use ratelimit_runtime::{Concurrency, Limiter};
+    ///
+    /// # fn main() -> Result<(), ratelimit_runtime::RateLimitError> {
+    /// // At most 4 exports in flight per API key.
+    /// let exports = RateLimitLayer::concurrency(
+    ///     Limiter::memory(),
+    ///     Concurrency::new(4)?,
+    ///     HeaderKey::new("x-api-key"),
+    /// )
+    /// .scope("exports");
+    /// let app: Router = Router::new()
+    ///     .route("/export", get(|| async { "rows" }))
+    ///     .layer(exports);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn concurrency(limiter: Limiter, concurrency: Concurrency, key: K) -> Self {
+        RateLimitLayer::new(limiter, concurrency.rate(), key)
+    }
+
+    /// Checks every request against `concurrency` too: at most
+    /// [`concurrency.max()`](Concurrency::max) requests of a key in flight, each holding its
+    /// slot until its response's body ends (see [`concurrency`](RateLimitLayer::concurrency)),
+    /// in one check with the layer's rates, all or nothing.
+    #[must_use]
+    pub fn and_concurrency(self, concurrency: Concurrency) -> Self {
+        self.and_rate(concurrency.rate())
+    }
+
     /// Checks every request against `rate` too: a request is admitted only if every rate of
     /// the layer admits it, and a request denied by one is recorded by none (see
     /// [`Limiter::check_all`]). Responses list every rate in `RateLimit-Policy` and
@@ -187,7 +232,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
 impl<K> Config<K> {
     /// Each rate's address in the registry (see [`Config::addresses`]'s field).
     fn addresses(&self) -> Vec<String> {
-        let first = crate::decisions::window(self.rate.period());
+        let first = crate::decisions::label_of(self.rate);
         let labels = std::iter::once(first.as_str())
             .chain(self.more.iter().map(|(_, label)| label.as_str()));
         match &self.rate_names {
@@ -301,7 +346,9 @@ where
                 tracing::debug!(scope = %config.scope, "no rate limit key in the request");
                 return Ok((config.on_missing_key)(&parts));
             };
-            if !config.more.is_empty() {
+            // A concurrency limit holds its slot through the response: checked as one of
+            // several, which keeps where it recorded the request.
+            if !config.more.is_empty() || config.rate.is_concurrency() {
                 return several(&config, key, parts, body, inner).await;
             }
             let stored = match &config.rate_names {
@@ -360,7 +407,7 @@ where
         Some(_) => String::new(),
         None => scoped_key(&config.scope, &key),
     };
-    let first = crate::decisions::window(config.rate.period());
+    let first = crate::decisions::label_of(config.rate);
     let limiter = &config.limiter;
     let mut shadows = Vec::new();
     let mut limits = Vec::new();
@@ -396,11 +443,17 @@ where
     }
     // A view is short-lived: not held across the check.
     drop(view);
-    let decisions = if limits.is_empty() {
-        Decisions::exempt()
+    let holding = limits.iter().any(|limit| limit.rate().is_concurrency());
+    let (decisions, held) = if limits.is_empty() {
+        (Decisions::exempt(), None)
+    } else if holding {
+        match hold(limiter, &config.scope, limits).await {
+            Ok(checked) => checked,
+            Err(error) => return Ok(error.into_response()),
+        }
     } else {
         match limiter.checking_all(&config.scope, limits).await {
-            Ok(decisions) => decisions,
+            Ok(decisions) => (decisions, None),
             Err(error) => return Ok(error.into_response()),
         }
     };
@@ -424,7 +477,83 @@ where
     if !limiter.is_shadow() {
         decisions.headers().apply_if_absent(response.headers_mut());
     }
-    Ok(response)
+    // The request's slots, held until its body ends.
+    Ok(match held {
+        Some(held) => response.map(|body| {
+            Body::new(Holding {
+                body,
+                held: Some(held),
+            })
+        }),
+        None => response,
+    })
+}
+
+/// The check of a request's `limits`, some of them concurrency limits: its decisions and,
+/// admitted, the slots it holds.
+/// To its end even if the request is dropped meanwhile: the slots of a request admitted then
+/// are released at once.
+async fn hold(
+    limiter: &Limiter,
+    scope: &str,
+    limits: Vec<Limit<'static>>,
+) -> Result<(Decisions, Option<Held>), RateLimitError> {
+    let shared = std::sync::Arc::clone(limiter.shared());
+    let scope = scope.to_owned();
+    crate::runtime::to_the_end(async move {
+        let owned: Vec<(String, Rate)> = limits
+            .iter()
+            .map(|limit| (limit.key().to_owned(), limit.rate()))
+            .collect();
+        let sent = Held::sent(&shared);
+        let (decisions, records) = shared.check_holding(Some(&scope), limits, false).await?;
+        let held = decisions.allowed.then(|| {
+            let refs: Vec<LimitRef<'_>> = owned
+                .iter()
+                .map(|(key, rate)| LimitRef {
+                    key,
+                    rate: *rate,
+                    cost: 1,
+                })
+                .collect();
+            Held::new(&shared, &refs, records, sent)
+        });
+        Ok((decisions, held))
+    })
+    .await
+}
+
+/// A response body that holds its request's slots until it ends (its last frame read, or
+/// the body dropped: the client hung up, or the server stopped sending).
+struct Holding {
+    body: Body,
+    held: Option<Held>,
+}
+
+impl http_body::Body for Holding {
+    type Data = Bytes;
+    type Error = ::axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, ::axum::Error>>> {
+        let this = &mut *self;
+        let frame = std::task::ready!(Pin::new(&mut this.body).poll_frame(cx));
+        if frame.is_none() || this.body.is_end_stream() {
+            // Released: the response is sent.
+            this.held = None;
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 #[cfg(test)]

@@ -161,7 +161,7 @@ impl Shared {
     ) -> Result<(Decisions, Records), RateLimitError> {
         let shadow = shadow || self.shadow();
         if !holding && limits.iter().any(|limit| limit.rate().is_concurrency()) {
-            return Err(concurrency_error());
+            return Err(super::answer::concurrency_error());
         }
         validate(&limits, shadow)?;
         if self.off() {
@@ -763,16 +763,6 @@ fn by_policy(decisions: Vec<Decision>) -> Vec<Decision> {
 
 /// Turns away a check that cannot be made: no limit, two limits with one key, a label that is
 /// not printable ASCII, a cost that no window can admit.
-/// The error of a concurrency limit's rate given to a check that does not hold slots: its
-/// slot would never be released.
-pub(super) fn concurrency_error() -> RateLimitError {
-    RateLimitError::InvalidInput(
-        "a concurrency limit's rate is checked by `Limiter::acquire` (or the attribute's \
-         `concurrency`), which holds its slot while the call runs, not by a check"
-            .into(),
-    )
-}
-
 fn validate(limits: &[Limit<'_>], shadow: bool) -> Result<(), RateLimitError> {
     if limits.is_empty() {
         return Err(RateLimitError::InvalidInput(

@@ -158,11 +158,14 @@ impl Shared {
         let Some(cache) = &self.deny_cache else {
             return Err(None);
         };
+        // A slot frees when its call ends, which no cached time foresees.
+        if limit.rate.is_concurrency() {
+            return Err(None);
+        }
         if explicit {
             return Err(Some(cache.explicit(limit.key)));
         }
-        // A slot frees when its call ends, which no cached time foresees.
-        if limit.cost != 1 || limit.rate.is_concurrency() {
+        if limit.cost != 1 {
             return Err(None);
         }
         let now = at.unwrap_or_else(|| cache.now());
@@ -314,6 +317,16 @@ pub(super) fn open_admission(rate: Rate, cost: u32) -> Decision {
         rate.period(),
     )
     .by_policy()
+}
+
+/// The error of a concurrency limit's rate given to a check that does not hold slots: its
+/// slot would never be released.
+pub(super) fn concurrency_error() -> RateLimitError {
+    RateLimitError::InvalidInput(
+        "a concurrency limit's rate is checked by `Limiter::acquire` (or the attribute's \
+         `concurrency`), which holds its slot while the call runs, not by a check"
+            .into(),
+    )
 }
 
 /// A key given by hand that names what the Redis store keeps for itself: a sliding window

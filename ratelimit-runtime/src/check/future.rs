@@ -213,7 +213,7 @@ impl Future for Checking<'_> {
         };
         if this.rate.is_concurrency() {
             this.done = true;
-            return Poll::Ready(Err(super::all::concurrency_error()));
+            return Poll::Ready(Err(super::answer::concurrency_error()));
         }
         let explicit = this.at.is_some();
         let at = match this.at.map(clock::micros_since_epoch).transpose() {

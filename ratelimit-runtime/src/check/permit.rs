@@ -83,6 +83,11 @@ impl Records {
         self.places.is_empty()
     }
 
+    /// The limits (their indices among the check's) recorded in each place.
+    pub(crate) fn places(&self) -> impl Iterator<Item = &[usize]> {
+        self.places.iter().map(|place| place.limits.as_slice())
+    }
+
     /// The places in a Redis part: the admission, its check's time, and the limits (their
     /// indices among the check's) recorded there.
     pub(crate) fn in_store(&self) -> impl Iterator<Item = (Admission, u64, &[usize])> {

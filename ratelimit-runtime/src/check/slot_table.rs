@@ -15,6 +15,7 @@ use futures_util::future::BoxFuture;
 use crate::limit::LimitRef;
 use crate::rate::Rate;
 use crate::store::Admission;
+use crate::testing::ManualClock;
 
 /// The longest the renewing thread sleeps, so that it sees its limiter dropped.
 const IDLE: Duration = Duration::from_secs(1);
@@ -64,41 +65,60 @@ pub(crate) type Due = (u64, String, Rate, Admission);
 /// by `slots.rs` over the limiter's store, and run on the thread's runtime.
 pub(crate) type Renew = Box<dyn Fn(Vec<Due>) -> BoxFuture<'static, Vec<Option<bool>>> + Send>;
 
-/// Whether a call's claim on its slots still holds (see the module docs).
+/// Whether a call's claim on its slots still holds (see the module docs): until a renewal
+/// finds a slot gone, or until the time until which the store surely counts every slot of the
+/// call passes, on the claim's clock (the limiter's manual clock, whose time the store's
+/// scores then take; else a monotonic clock). Once over, it stays over.
 pub(crate) struct Claim {
     lost: AtomicBool,
     ended: Event,
-    /// Until when the store surely counts every slot of the call, in µs since [`base`]
-    /// (`u64::MAX`: no slot in a remote store).
+    /// Until when the store surely counts every slot of the call, in µs on the claim's clock
+    /// (`u64::MAX`: no slot that expires).
     until: AtomicU64,
     /// Each slot's deadline, by its id in the table.
-    deadlines: Mutex<Vec<(u64, Instant)>>,
+    deadlines: Mutex<Vec<(u64, u64)>>,
+    clock: Option<ManualClock>,
 }
 
-/// The instant claims' deadlines count from.
+/// The instant the monotonic claims' clock counts from.
 fn base() -> Instant {
     static BASE: OnceLock<Instant> = OnceLock::new();
     *BASE.get_or_init(Instant::now)
 }
 
-/// `instant` in µs since [`base`].
-fn since_base(instant: Instant) -> u64 {
-    u64::try_from(instant.saturating_duration_since(base()).as_micros()).unwrap_or(u64::MAX)
+/// The time now on the clock of the claims of a limiter on `clock` (its manual clock, if
+/// any), in µs.
+pub(crate) fn claim_now(clock: Option<&ManualClock>) -> u64 {
+    match clock {
+        Some(clock) => clock.now_us(),
+        None => u64::try_from(base().elapsed().as_micros()).unwrap_or(u64::MAX),
+    }
 }
 
+/// How often a wait for a claim's end on a manual clock looks at the clock.
+const MANUAL_LOOK: Duration = Duration::from_millis(10);
+
 impl Claim {
-    pub(crate) fn new() -> Claim {
+    /// A claim on `clock` (the limiter's manual clock, if any).
+    pub(crate) fn new(clock: Option<ManualClock>) -> Claim {
         Claim {
             lost: AtomicBool::new(false),
             ended: Event::new(),
             until: AtomicU64::new(u64::MAX),
             deadlines: Mutex::new(Vec::new()),
+            clock,
         }
     }
 
-    /// Notes that one of the call's slots surely counts until `until` (the earliest of its
-    /// slots' deadlines is the claim's).
-    fn counts_until(&self, id: u64, until: Instant) {
+    /// The time now on the claim's clock, in µs.
+    pub(crate) fn now(&self) -> u64 {
+        claim_now(self.clock.as_ref())
+    }
+
+    /// Notes that one of the call's slots surely counts until `until` (µs on the claim's
+    /// clock; the earliest of its slots' deadlines is the claim's). A claim that ended stays
+    /// ended.
+    fn counts_until(&self, id: u64, until: u64) {
         let mut deadlines = self
             .deadlines
             .lock()
@@ -108,25 +128,36 @@ impl Claim {
             None => deadlines.push((id, until)),
         }
         let earliest = deadlines.iter().map(|&(_, deadline)| deadline).min();
-        self.until
-            .store(earliest.map_or(u64::MAX, since_base), Ordering::Release);
+        if !self.is_lost() {
+            self.until
+                .store(earliest.unwrap_or(u64::MAX), Ordering::Release);
+        }
     }
 
     /// Ends the claim, waking whoever waits for it to end.
-    fn lose(&self) {
+    pub(crate) fn lose(&self) {
         if !self.lost.swap(true, Ordering::AcqRel) {
             self.ended.notify(usize::MAX);
         }
     }
 
     /// Whether the claim ended: a renewal found a slot gone, or the time until which the
-    /// store surely counts every slot passed (read here, not when the thread notices).
+    /// store surely counts every slot passed (read here, not when the thread notices; and
+    /// for good).
     pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
-            || since_base(Instant::now()) >= self.until.load(Ordering::Acquire)
+        if self.lost.load(Ordering::Acquire) {
+            return true;
+        }
+        let until = self.until.load(Ordering::Acquire);
+        if until != u64::MAX && self.now() >= until {
+            self.lose();
+            return true;
+        }
+        false
     }
 
-    /// Completes when the claim ends (never, for one that lasts until its call does).
+    /// Completes when the claim ends (never, for one that lasts until its call does): told by
+    /// the renewing thread, or seen when its time passes.
     pub(crate) async fn lost(&self) {
         loop {
             if self.is_lost() {
@@ -136,7 +167,17 @@ impl Claim {
             if self.is_lost() {
                 return;
             }
-            listener.await;
+            let until = self.until.load(Ordering::Acquire);
+            if until == u64::MAX || crate::runtime::Runtime::current().is_none() {
+                listener.await;
+                continue;
+            }
+            let look = match self.clock {
+                Some(_) => MANUAL_LOOK,
+                None => Duration::from_micros(until.saturating_sub(self.now())),
+            };
+            futures_util::future::select(listener, std::pin::pin!(crate::runtime::sleep(look)))
+                .await;
         }
     }
 }
@@ -151,21 +192,22 @@ impl Slots {
         }
     }
 
-    /// Adds the slot `limit` holds as `admission`, whose check was sent at `sent`, to the
+    /// Adds the slot `limit` holds as `admission`, whose check was sent at `sent` (and at
+    /// `claim_sent` on the claim's clock), to the
     /// renewed ones, starting the thread with the first (renewing by what `renew` makes);
     /// returns its id.
     pub(crate) fn hold(
         &self,
         limit: LimitRef<'_>,
         admission: Admission,
-        sent: Instant,
+        (sent, claim_sent): (Instant, u64),
         claim: &Arc<Claim>,
         renew: impl FnOnce() -> Renew,
     ) -> u64 {
         let mut table = self.inner.lock();
         let id = table.next_id;
         table.next_id += 1;
-        claim.counts_until(id, sent + limit.rate.period());
+        claim.counts_until(id, claim_sent.saturating_add(limit.rate.period_us()));
         table.held.insert(
             id,
             Entry {
@@ -236,7 +278,7 @@ fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtim
         let Some(owner) = inner.upgrade() else {
             return;
         };
-        let (due, releases) = {
+        let (due, claimed, releases) = {
             let mut table = owner.lock();
             loop {
                 let now = Instant::now();
@@ -248,7 +290,12 @@ fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtim
                     .map(|(&id, entry)| (id, entry.key.clone(), entry.rate, entry.admission))
                     .collect();
                 if !due.is_empty() || !table.releases.is_empty() {
-                    break (due, std::mem::take(&mut table.releases));
+                    // Each renewal's sending on its claim's clock: the store scores it later.
+                    let claimed: Vec<u64> = due
+                        .iter()
+                        .map(|(id, ..)| table.held.get(id).map_or(0, |entry| entry.claim.now()))
+                        .collect();
+                    break (due, claimed, std::mem::take(&mut table.releases));
                 }
                 if Arc::strong_count(&owner) == 1 {
                     // The limiter is gone, and nothing is queued (a release keeps it alive).
@@ -273,7 +320,7 @@ fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtim
             futures_util::future::join_all(releases).map(drop),
         ));
         let mut table = owner.lock();
-        for ((id, _, rate, _), held) in due.iter().zip(held) {
+        for (((id, _, rate, _), held), claimed) in due.iter().zip(held).zip(claimed) {
             // Released meanwhile: nothing to note.
             let Some(entry) = table.held.get_mut(id) else {
                 continue;
@@ -281,7 +328,8 @@ fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtim
             match held {
                 Some(true) => {
                     entry.held_until = sent + rate.period();
-                    entry.claim.counts_until(*id, entry.held_until);
+                    let until = claimed.saturating_add(rate.period_us());
+                    entry.claim.counts_until(*id, until);
                     entry.due = sent + interval(*rate);
                 }
                 Some(false) => {

@@ -45,7 +45,7 @@ use futures_util::future::join_all;
 
 use super::permit::{Owned, Records, borrowed, owned};
 use super::shared::Shared;
-use super::slot_table::{Claim, Due, Renew};
+use super::slot_table::{Claim, Due, Renew, claim_now};
 use crate::limit::LimitRef;
 use crate::store::Admission;
 
@@ -138,24 +138,30 @@ pub(crate) struct Held {
 
 impl Held {
     /// The slots of the call checked against `limits`, recorded as `records` (a copy of the
-    /// check's), whose check was sent at `sent`.
+    /// check's), whose check was sent at `sent` (and at `claim_sent` on the limiter's clock
+    /// for claims: see `Held::sent`).
     pub(crate) fn new(
         shared: &Arc<Shared>,
         limits: &[LimitRef<'_>],
         records: Records,
-        sent: Instant,
+        sent: (Instant, u64),
     ) -> Held {
         let slots: Vec<bool> = limits
             .iter()
             .map(|limit| limit.rate.is_concurrency())
             .collect();
-        let claim = Arc::new(Claim::new());
+        let claim = Arc::new(Claim::new(shared.clock.clone()));
         let mut ids = Vec::new();
         for (admission, _, indices) in records.in_store() {
             for &i in indices.iter().filter(|&&i| slots[i]) {
                 let renew = || renewal(shared);
                 ids.push(shared.slots.hold(limits[i], admission, sent, &claim, renew));
             }
+        }
+        // A slot no place counts (the failure policy `Open` admitted the call): no claim.
+        let counted = |i: usize| records.places().any(|indices| indices.contains(&i));
+        if (0..limits.len()).any(|i| slots[i] && !counted(i)) {
+            claim.lose();
         }
         Held {
             shared: Arc::clone(shared),
@@ -170,6 +176,14 @@ impl Held {
     /// Whether the call's claim on its slots still holds (see the module docs).
     pub(crate) fn claim(&self) -> &Claim {
         &self.claim
+    }
+}
+
+impl Held {
+    /// The time a check of slots is sent, as [`Held::new`] takes it: now, and now on the
+    /// claims' clock (the limiter's manual clock, if any).
+    pub(crate) fn sent(shared: &Shared) -> (Instant, u64) {
+        (Instant::now(), claim_now(shared.clock.as_ref()))
     }
 }
 

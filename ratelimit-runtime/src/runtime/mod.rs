@@ -133,6 +133,18 @@ pub(crate) fn timeout<F: Future>(
 
 /// Tokio's clock, which its sleeps follow (paused in tests under `tokio::time::pause`); outside
 /// a Tokio runtime, the system's monotonic clock.
+/// Runs `future` to its end even if its caller stops waiting: handed to the current runtime
+/// then (see [`HandOff`]), so that what it makes (a call's slots) is dropped, and released, when
+/// it ends; inline outside any runtime (where no remote call can be made).
+pub(crate) async fn to_the_end<T: Send + 'static>(
+    future: impl Future<Output = T> + Send + 'static,
+) -> T {
+    match Runtime::current() {
+        Some(runtime) => HandOff::new(future, runtime).await,
+        None => future.await,
+    }
+}
+
 pub(crate) type Instant = ::tokio::time::Instant;
 
 /// The time limit of [`timeout`] passed before its future finished.

@@ -252,11 +252,14 @@ async fn a_slot_renewed_past_its_first_expiry_is_not_taken() {
     clock.set(first + Duration::from_secs(4));
     assert!(limiter.acquire("k", limit).await.unwrap_err().is_denied());
     assert!(slot.is_held());
-    drop(slot);
-    wait_for("the slot released", DEADLINE, async || {
-        limiter.acquire("k", limit).await.ok()
-    })
-    .await;
+    // A slot time past its last renewal on the limiter's clock, the store no longer counts
+    // it, and the slot says so at once (and for good).
+    clock.set(first + Duration::from_secs(60));
+    assert!(!slot.is_held());
+    tokio::time::timeout(DEADLINE, slot.lost()).await.unwrap();
+    let other = limiter.acquire("k", limit).await.unwrap();
+    assert!(!slot.is_held());
+    drop((slot, other));
     redis.clean_up(&prefix).await;
 }
 
@@ -292,13 +295,16 @@ async fn a_killed_process_frees_its_slots_within_the_slot_time() {
         .unwrap();
     holder.kill().unwrap();
     holder.wait().unwrap();
-    let (slot, _) = wait_for("the killed process's slots free", DEADLINE, async || {
-        limiter.acquire("k", limit).await.ok()
+    // Both free, each a slot time after its last renewal.
+    let mut taken = Vec::new();
+    wait_for("the killed process's slots free", DEADLINE, async || {
+        if let Ok(slot) = limiter.acquire("k", limit).await {
+            taken.push(slot);
+        }
+        (taken.len() == 2).then_some(())
     })
     .await;
-    // Both were freed: a second slot too.
-    let second = limiter.acquire("k", limit).await.unwrap();
-    drop((slot, second));
+    drop(taken);
     redis.clean_up(&prefix).await;
 }
 
@@ -360,9 +366,14 @@ async fn the_failure_policies_answer_for_a_store_that_is_down() {
     let a = open.acquire("k", limit).await.unwrap();
     let b = open.acquire("k", limit).await.unwrap();
     assert!(a.decision().answered_by_policy() && b.decision().answered_by_policy());
+    // Nothing counts them: no claim, and told so.
+    assert!(!a.is_held() && !b.is_held());
+    tokio::time::timeout(DEADLINE, a.lost()).await.unwrap();
     let local = build(FailurePolicy::Local);
     let held = local.acquire("k", limit).await.unwrap();
     assert!(held.decision().answered_by_policy());
+    // The process's fallback counts it.
+    assert!(held.is_held());
     assert!(local.acquire("k", limit).await.unwrap_err().is_denied());
     drop(held);
     drop(local.acquire("k", limit).await.unwrap());
@@ -507,21 +518,16 @@ async fn a_call_denied_by_its_slot_takes_nothing_of_its_rate() {
     assert_eq!(limiter.deny_cache_answers(), 0);
     finish.send(()).unwrap();
     holder.await.unwrap().unwrap();
-    // The slot is free again; a cancelled call releases its own.
-    let (started, running) = tokio::sync::oneshot::channel();
-    let (_keep, finishing) = tokio::sync::oneshot::channel::<()>();
-    let cancelled = {
+    // The slot is free again (once its release arrived); a cancelled call releases its own.
+    let ((cancelled, _keep), _) = wait_for("a call holding the slot again", DEADLINE, async || {
+        let (started, running) = tokio::sync::oneshot::channel();
+        let (keep, finishing) = tokio::sync::oneshot::channel::<()>();
         let limiter = limiter.clone();
-        wait_for("the slot released", DEADLINE, async || {
-            let (probe, _) = tokio::sync::oneshot::channel();
-            let (done, finished) = tokio::sync::oneshot::channel();
-            drop(done);
-            report(&limiter, "t", probe, finished).await.ok()
-        })
-        .await;
-        tokio::spawn(async move { report(&limiter, "t", started, finishing).await })
-    };
-    running.await.unwrap();
+        let call = tokio::spawn(async move { report(&limiter, "t", started, finishing).await });
+        // Denied (the release not there yet): its body never started.
+        running.await.ok().map(|()| (call, keep))
+    })
+    .await;
     cancelled.abort();
     let _ = cancelled.await;
     wait_for("the cancelled call's slot released", DEADLINE, async || {
@@ -542,10 +548,20 @@ async fn rated(limiter: &Limiter) -> Result<(), RateLimitError> {
 #[ratelimit_runtime::rate_limit(name = "shared.name", concurrency = 1, limiter = limiter)]
 async fn held(
     limiter: &Limiter,
+    started: tokio::sync::oneshot::Sender<()>,
     release: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<(), RateLimitError> {
+    let _ = started.send(());
     let _ = release.await;
     Ok(())
+}
+
+/// A call of `held` that returns at once.
+async fn held_briefly(limiter: &Limiter) -> Result<(), RateLimitError> {
+    let (started, _) = tokio::sync::oneshot::channel();
+    let (done, release) = tokio::sync::oneshot::channel();
+    drop(done);
+    held(limiter, started, release).await
 }
 
 /// A rate and a concurrency limit of one `name` never share a key: the rate's log is full
@@ -559,29 +575,142 @@ async fn a_rate_and_a_concurrency_limit_of_one_name_keep_apart() {
         closed_redis_limiter(redis.url(), &prefix).await,
     ] {
         let (release, released) = tokio::sync::oneshot::channel();
+        let (started, running) = tokio::sync::oneshot::channel();
         let holder = {
             let limiter = limiter.clone();
-            tokio::spawn(async move { held(&limiter, released).await })
+            tokio::spawn(async move { held(&limiter, started, released).await })
         };
-        wait_for("the slot held", DEADLINE, async || {
-            let (_, probe) = tokio::sync::oneshot::channel();
-            held(&limiter, probe)
-                .await
-                .err()
-                .filter(RateLimitError::is_denied)
-        })
-        .await;
+        running.await.unwrap();
+        assert!(held_briefly(&limiter).await.unwrap_err().is_denied());
         rated(&limiter).await.expect("the rate's log is empty");
         assert!(rated(&limiter).await.unwrap_err().is_denied());
         release.send(()).unwrap();
         holder.await.unwrap().unwrap();
         wait_for("the slot free, the rate's log full", DEADLINE, async || {
-            let (done, probe) = tokio::sync::oneshot::channel();
-            drop(done);
-            held(&limiter, probe).await.ok()
+            held_briefly(&limiter).await.ok()
         })
         .await;
         assert!(rated(&limiter).await.unwrap_err().is_denied());
     }
+    redis.clean_up(&prefix).await;
+}
+
+/// The axum layer: a request holds its slot until its response's body ends (not when the
+/// handler returns: a streamed body is still in flight), or until the client hangs up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_layer_holds_a_slot_until_the_response_body_ends() {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::routing::get;
+    use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
+    use tokio::sync::{Mutex, mpsc};
+
+    use crate::support::http::{client, field, policy, serve};
+
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("concurrency-layer");
+    for limiter in [
+        Limiter::memory(),
+        closed_redis_limiter(redis.url(), &prefix).await,
+    ] {
+        // The body of `/stream`: its chunks, sent by the test, until the sender is dropped.
+        let (chunks, receiver) = mpsc::channel::<&'static str>(4);
+        let receiver = Arc::new(Mutex::new(Some(receiver)));
+        let stream = move || {
+            let receiver = Arc::clone(&receiver);
+            async move {
+                let receiver = receiver.lock().await.take().expect("one stream");
+                Body::from_stream(futures_util::stream::unfold(
+                    receiver,
+                    |mut rx| async move {
+                        let chunk = rx.recv().await?;
+                        Some((Ok::<_, std::io::Error>(chunk), rx))
+                    },
+                ))
+            }
+        };
+        let layer = RateLimitLayer::concurrency(
+            limiter.clone(),
+            Concurrency::new(1).unwrap(),
+            HeaderKey::new("x-user"),
+        )
+        .scope("streams");
+        let app = Router::new()
+            .route("/stream", get(stream))
+            .route("/quick", get(|| async { "ok" }))
+            .layer(layer);
+        let base = serve(app).await;
+        let http = client();
+        let mut streaming = http
+            .get(format!("{base}/stream"))
+            .header("x-user", "alice")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(streaming.status(), 200);
+        // Its handler returned; its body is in flight: alice's slot is held.
+        let denied = http
+            .get(format!("{base}/quick"))
+            .header("x-user", "alice")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(denied.status(), 429);
+        assert_eq!(field(&denied, "retry-after"), "1");
+        assert_eq!(
+            policy(field(&denied, "ratelimit-policy")),
+            ("concurrency".to_owned(), 1, None)
+        );
+        // Another key has a slot of its own.
+        let bob = http
+            .get(format!("{base}/quick"))
+            .header("x-user", "bob")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bob.status(), 200);
+        chunks.send("rows").await.unwrap();
+        assert_eq!(&streaming.chunk().await.unwrap().unwrap()[..], b"rows");
+        drop(chunks);
+        assert!(streaming.chunk().await.unwrap().is_none());
+        wait_for("alice's slot released", DEADLINE, async || {
+            let response = http
+                .get(format!("{base}/quick"))
+                .header("x-user", "alice")
+                .send()
+                .await
+                .unwrap();
+            (response.status() == 200).then_some(())
+        })
+        .await;
+    }
+    redis.clean_up(&prefix).await;
+}
+
+/// An acquire whose caller stops waiting while its check is on its way to Redis: the check
+/// ends on the runtime, and a slot it took is released at once (not at the end of its slot
+/// time, a day here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_given_up_mid_call_releases_what_it_took() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("concurrency-given-up");
+    let proxy = FaultProxy::start(redis.address());
+    let slow = closed_redis_limiter(&proxy.url(), &prefix).await;
+    let direct = closed_redis_limiter(redis.url(), &prefix).await;
+    let limit = Concurrency::new(1)
+        .unwrap()
+        .with_slot_time(Duration::from_secs(86_400))
+        .unwrap();
+    // Connected first, then every byte delayed: the next acquire is in flight for a while.
+    drop(slow.acquire("warm", limit).await.unwrap());
+    proxy.set(Fault::Delay(Duration::from_millis(300)));
+    let given_up = tokio::time::timeout(Duration::from_millis(50), slow.acquire("k", limit)).await;
+    assert!(given_up.is_err(), "the acquire was still on its way");
+    // Whether it took the slot or not, the slot ends up free.
+    wait_for("the given-up acquire's slot free", DEADLINE, async || {
+        direct.acquire("k", limit).await.ok()
+    })
+    .await;
+    proxy.set(Fault::Pass);
     redis.clean_up(&prefix).await;
 }
