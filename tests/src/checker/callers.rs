@@ -22,7 +22,7 @@ use tower_service::Service as _;
 /// answered for it (`true`) or the store did.
 pub(crate) type Answered = Vec<(Rate, bool)>;
 
-fn answered(decisions: &Decisions) -> Answered {
+pub(crate) fn answered(decisions: &Decisions) -> Answered {
     decisions
         .iter()
         .map(|limit| (limit.rate(), limit.decision().answered_by_policy()))
@@ -303,6 +303,13 @@ pub(crate) fn router(limiter: &Limiter) -> Router {
                 RateLimitLayer::new(limiter.clone(), burst, key())
                     .and_rate(window)
                     .scope("chk.export"),
+            ),
+        )
+        .route(
+            "/slots",
+            get(super::slots::handler).layer(
+                RateLimitLayer::concurrency(limiter.clone(), super::slots::LIMIT, key())
+                    .scope(super::slots::LAYER_SCOPE),
             ),
         )
 }

@@ -33,6 +33,12 @@
 //!   or removed, the scope's switch flipped to `shadow` or `off` and back; each change proven
 //!   in force on every limiter (a refresh of each after the write) and read back.
 //!
+//! - concurrency limits' slots (`slots.rs`), a few holder tasks per limiter: held by hand
+//!   (`Limiter::acquire`), through an attributed function whose concurrency limit is stacked
+//!   under a rate, and through the layer's route (the limiter's that fails closed), from a few
+//!   milliseconds to past their slot time (renewed meanwhile), some given up by their callers
+//!   before or while they hold.
+//!
 //! Meanwhile a thread injects faults on a seeded schedule, each held until it ends it: proxy
 //! stall, delay, cut mid-call (the command ran, its reply is lost), refuse, the server killed
 //! and restarted on its port (without disk: it forgets everything); in the cluster a master
@@ -105,6 +111,10 @@
 //! threshold their versions possible during the window give it (exact where one alone is).
 //! `told.rs` says what it leaves out and why.
 //!
+//! Concurrency limits are judged apart (`slots.rs`): at no instant more holders whose claim
+//! the store counts than the limit, each over the span its holder knew it held; the failure
+//! policy `Local`'s, per limiter.
+//!
 //! # Documented exceptions, and the rules that exclude them
 //!
 //! - Calls answered by the failure policy (`Decision::answered_by_policy`: `Open`'s and
@@ -135,6 +145,7 @@ mod callers;
 mod changes;
 mod faults;
 mod ops;
+mod slots;
 mod tap;
 mod told;
 mod verify;
@@ -405,6 +416,10 @@ async fn limiters(servers: &Servers, prefix: &str, topology: Topology, full: boo
     limiters
 }
 
+/// The tasks per limiter holding concurrency limits' slots (`slots.rs`): more than a limit's
+/// two slots, so that they contend.
+const HOLDERS_PER_LIMITER: usize = 3;
+
 async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
     let started = Instant::now();
     let name = topology.name();
@@ -428,6 +443,8 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
         timeout: TIMEOUT,
         epoch,
         records: Mutex::new(Vec::new()),
+        epoch_micros,
+        holds: Mutex::new(Vec::new()),
         solo_reset: Mutex::new((None, 0)),
     });
     let until = epoch + config.traffic;
@@ -458,6 +475,13 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
             until,
         )));
     }
+    // The holders of concurrency limits' slots, a few tasks per limiter.
+    for holder in 0..traffic.limiters.len() * HOLDERS_PER_LIMITER {
+        let traffic = Arc::clone(&traffic);
+        let seed = seed ^ 0x0510_7500_u64.wrapping_mul(holder as u64 + 1);
+        let limiter = holder % traffic.limiters.len();
+        tasks.push(tokio::spawn(traffic.run_holders(limiter, seed, until)));
+    }
     let changer = Arc::new(changes::Changer {
         limiters: traffic.limiters.clone(),
         subjects: registered
@@ -486,6 +510,7 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
     tokio::time::sleep(2 * TIMEOUT + Duration::from_millis(500)).await;
     violations.extend(untimed_keys(&servers, &prefix).await);
     let (own_taps, closed, wipes) = servers.take_taps();
+    let restarts = wipes.clone();
     let mut taps: Vec<(usize, Vec<Line>)> = closed;
     for tap in own_taps.into_iter().chain(cluster_taps) {
         let node = tap.node;
@@ -511,6 +536,16 @@ async fn run_topology(config: &Config, topology: Topology) -> TopologyReport {
         prefix: &prefix,
         timeline: &timeline,
     });
+    let mut verdict = verdict;
+    let holds = traffic.holds.lock().expect("the holds").clone();
+    slots::judge(
+        &holds,
+        &traffic.subjects,
+        &policies,
+        &restarts,
+        epoch_micros,
+        &mut verdict,
+    );
     violations.extend(verdict.violations);
     let mut exceptions = verdict.exceptions;
     violations.extend(liveness(&records, &traffic.subjects));

@@ -41,6 +41,9 @@ pub(crate) enum Caller {
     Scoped,
     /// Through the attributed function whose scope the shared limits address, for a user.
     Registered(&'static str),
+    /// A concurrency limit's subject (or the rate stacked over one), held through an entry
+    /// point, for a user (none by hand).
+    Slots(super::slots::Via, &'static str),
 }
 
 impl Caller {
@@ -82,7 +85,10 @@ impl Subject {
     /// The key an override of it names: its user's, or its key by hand.
     pub(crate) fn override_key(&self) -> &str {
         match self.caller {
-            Caller::Function(_, user) | Caller::Route(_, user) | Caller::Registered(user) => user,
+            Caller::Function(_, user)
+            | Caller::Route(_, user)
+            | Caller::Registered(user)
+            | Caller::Slots(_, user) => user,
             Caller::Hand | Caller::Scoped => &self.key,
         }
     }
@@ -202,6 +208,7 @@ pub(crate) fn subjects() -> Vec<Subject> {
         }
     }
     subjects.extend(registered());
+    subjects.extend(super::slots::subjects());
     subjects
 }
 
@@ -223,6 +230,9 @@ pub(crate) enum Kind {
     ResetScope,
     /// A check by hand in a scope (`Limiter::scope`).
     Scoped,
+    /// A call holding a slot (`Limiter::acquire`, the attribute's `concurrency`; the layer's
+    /// are `Request`s).
+    Acquire,
 }
 
 impl Kind {
@@ -240,6 +250,7 @@ impl Kind {
             Kind::Request => "layer request",
             Kind::ResetScope => "reset_scope",
             Kind::Scoped => "scope(..).check",
+            Kind::Acquire => "acquire (concurrency)",
         }
     }
 
@@ -319,6 +330,10 @@ pub(crate) struct Traffic {
     pub(crate) timeout: Duration,
     pub(crate) epoch: Instant,
     pub(crate) records: Mutex<Vec<Record>>,
+    /// The run's start, µs since the Unix epoch.
+    pub(crate) epoch_micros: u64,
+    /// The slots held (`slots.rs`).
+    pub(crate) holds: Mutex<Vec<super::slots::Hold>>,
     /// When the solo function's scope was last reset, and how many times it was.
     pub(crate) solo_reset: Mutex<(Option<Instant>, u64)>,
 }
@@ -334,13 +349,13 @@ const CANCEL_ONE_IN: u64 = 6;
 
 impl Traffic {
     /// Records `record`; returns its index.
-    fn record(&self, record: Record) -> usize {
+    pub(crate) fn record(&self, record: Record) -> usize {
         let mut records = self.records.lock().expect("the records");
         records.push(record);
         records.len() - 1
     }
 
-    fn bound(&self, calls: u32, extra: Duration) -> Duration {
+    pub(crate) fn bound(&self, calls: u32, extra: Duration) -> Duration {
         self.timeout * calls + extra + SLACK
     }
 
@@ -357,7 +372,7 @@ impl Traffic {
 
     /// The deadline a caller gives its call, if any: most calls none; some a few hundred
     /// microseconds to a few milliseconds (within a round trip or two), some up to 100 ms.
-    fn deadline(rng: &mut Rng) -> Option<Duration> {
+    pub(crate) fn deadline(rng: &mut Rng) -> Option<Duration> {
         if rng.below(CANCEL_ONE_IN) != 0 {
             return None;
         }
@@ -843,7 +858,10 @@ impl<F: Future> Future for StopAfter<F> {
 
 /// `future`'s output, or `None` when `deadline` passes first (the caller stopped waiting: the
 /// future is dropped where it stands).
-async fn within<T>(deadline: Option<Duration>, future: impl Future<Output = T>) -> Option<T> {
+pub(crate) async fn within<T>(
+    deadline: Option<Duration>,
+    future: impl Future<Output = T>,
+) -> Option<T> {
     match deadline {
         None => Some(future.await),
         Some(deadline) => tokio::time::timeout(deadline, future).await.ok(),

@@ -69,6 +69,11 @@ pub(crate) fn judge(
         )
     };
     for (index, subject) in inputs.subjects.iter().enumerate() {
+        // A concurrency limit bounds the calls in flight, not those in a window: `slots.rs`
+        // judges it.
+        if subject.rate.is_concurrency() {
+            continue;
+        }
         let mut store = Vec::new();
         let mut local: BTreeMap<usize, Vec<Told>> = BTreeMap::new();
         for (at, record) in records.iter().enumerate() {

@@ -31,6 +31,10 @@ enum Script {
     /// `registry_read.lua`, `registry_write.lua`: the limits shared through Redis, which no
     /// limit's key holds (their changes are the changer's timeline).
     Registry,
+    /// `renew.lua`: concurrency limits' slots renewed (a later score for a member still in
+    /// its window, which records no admission), or removed once out of it (no take-back:
+    /// its window passed). Judged by `slots.rs` from the callers' side.
+    Renew,
 }
 
 macro_rules! source {
@@ -87,6 +91,7 @@ fn known_scripts() -> HashMap<String, Script> {
         ),
         (hash(source!("registry_read.lua")), Script::Registry),
         (hash(source!("registry_write.lua")), Script::Registry),
+        (hash(source!("renew.lua")), Script::Renew),
     ])
 }
 
@@ -148,7 +153,7 @@ impl Run {
                     period: number(3 + 3 * i),
                     threshold: number(4 + 3 * i),
                 },
-                Script::Reset | Script::Other | Script::Registry => continue,
+                Script::Reset | Script::Other | Script::Registry | Script::Renew => continue,
             };
             limits.insert(key.as_str(), args);
         }
@@ -283,7 +288,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
         })
         .collect();
     for (at, run) in runs.iter().enumerate() {
-        if run.script == Script::Registry {
+        if matches!(run.script, Script::Registry | Script::Renew) {
             continue;
         }
         if matches!(
@@ -694,7 +699,7 @@ pub(crate) fn judge(inputs: &Inputs<'_>) -> Verdict {
                                 }
                             }
                         }
-                        Script::Reset | Script::Other | Script::Registry => {}
+                        Script::Reset | Script::Other | Script::Registry | Script::Renew => {}
                     }
                 }
                 _ => {}
