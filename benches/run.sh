@@ -59,6 +59,9 @@ echo "== 7b. the registry on the Redis check: a key among 10,000 overrides again
 echo "== 7c. the limits shared through Redis: the check beside a follower, alternating rounds; what following costs; a change's way to another instance (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 "${CARGO_TARGET_DIR:-target}/release/shared_limits" | tee "$out/shared_limits.jsonl"
 
+echo "== 7d. concurrency limits: acquire against a check at c = 1 and c = 50, alternating rounds; renewals at rest (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+"${CARGO_TARGET_DIR:-target}/release/concurrency" | tee "$out/concurrency.jsonl"
+
 if command -v valgrind >/dev/null; then
   echo "== 8. instructions per in-process check (callgrind: 300,000 checks less 100,000, quanta's calibration left out)" >&2
   cg=$(mktemp)

@@ -145,6 +145,20 @@ def table(results):
             lines.append(f"| shared limits: scripts per second one instance runs at rest | — | "
                          f"{r['scripts_per_second_at_rest']:.2f} | "
                          f"{r['scripts_per_change']:.2f} more per change |")
+    # Concurrency limits (issue 38): acquire against the rate check, and renewals at rest.
+    for r in rows(results / "concurrency.jsonl"):
+        if r.get("bench") == "concurrency_latency":
+            add("concurrency: acquire latency / a rate check's, c = 1", "≤ 1.2", r["ratio"], 1.2,
+                True, f"median of {r['rounds']} alternating rounds; {r['check_us']:.1f} µs a check")
+        elif r.get("bench") == "concurrency_throughput":
+            add("concurrency: acquire-and-release cycles / rate checks per second, c = 50",
+                "≥ 0.45", r["ratio"], 0.45, False,
+                f"{r['cycles_per_s']:,.0f} cycles/s against {r['checks_per_s']:,.0f} checks/s; "
+                f"{r['denied']} denied")
+        elif r.get("bench") == "concurrency_renewals":
+            lines.append(f"| concurrency: renewal scripts per second of one process holding "
+                         f"{r['held']} slots, at rest | — | {r['scripts_per_s']:.2f} | "
+                         f"slot time 30 s |")
     return "\n".join(lines)
 
 

@@ -135,7 +135,9 @@ impl Shared {
 
     /// [`check_recorded`](Shared::check_recorded) of limits among which concurrency limits
     /// may be, now: the caller holds the call's slots from its records (`slots.rs`), and
-    /// releases them.
+    /// releases them. A release of one of their keys that this process made and that is still
+    /// on its way is waited for first (at most the store's timeout), so that a slot released
+    /// here is free for the next acquire made here.
     ///
     /// # Errors
     ///
@@ -146,6 +148,13 @@ impl Shared {
         limits: Vec<Limit<'_>>,
         shadow: bool,
     ) -> Result<(Decisions, Records), RateLimitError> {
+        // A slot this process released is free for it: its release is there first.
+        let keys: Vec<&str> = limits
+            .iter()
+            .filter(|limit| limit.rate().is_concurrency())
+            .map(Limit::key)
+            .collect();
+        self.slots.settled(&keys, self.store.timeout()).await;
         self.recorded(scope, limits, None, shadow, true).await
     }
 

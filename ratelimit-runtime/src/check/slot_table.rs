@@ -30,12 +30,17 @@ struct Inner {
     table: Mutex<Table>,
     /// Woken when a release is queued.
     wake: Condvar,
+    /// Told when a release ended.
+    released: Event,
 }
 
 #[derive(Default)]
 struct Table {
     held: HashMap<u64, Entry>,
     releases: Vec<Release>,
+    /// The releases queued or on their way, by the keys they release: a slot released in
+    /// this process is free for its next acquire of the key ([`Slots::settled`]).
+    pending: HashMap<String, usize>,
     next_id: u64,
     /// Whether the renewing thread was started.
     started: bool,
@@ -188,6 +193,7 @@ impl Slots {
             inner: Arc::new(Inner {
                 table: Mutex::new(Table::default()),
                 wake: Condvar::new(),
+                released: Event::new(),
             }),
         }
     }
@@ -240,10 +246,49 @@ impl Slots {
         }
     }
 
-    /// Queues `release` for the thread, and wakes it.
-    pub(crate) fn release(&self, release: Release) {
-        self.inner.lock().releases.push(release);
+    /// Queues `release` of the slots of `keys` for the thread, and wakes it.
+    pub(crate) fn release(&self, keys: Vec<String>, release: Release) {
+        let mut table = self.inner.lock();
+        for key in &keys {
+            *table.pending.entry(key.clone()).or_default() += 1;
+        }
+        let inner = Arc::clone(&self.inner);
+        let release = async move {
+            release.await;
+            let mut table = inner.lock();
+            for key in &keys {
+                if let Some(count) = table.pending.get_mut(key) {
+                    *count -= 1;
+                    if *count == 0 {
+                        table.pending.remove(key);
+                    }
+                }
+            }
+            drop(table);
+            inner.released.notify(usize::MAX);
+        };
+        table.releases.push(release.boxed());
+        drop(table);
         self.inner.wake.notify_one();
+    }
+
+    /// Waits until no release of `keys` this process made is queued or on its way (at most
+    /// `within`: a release stuck on a store that does not answer holds no acquire longer),
+    /// so that a slot released here is free for the next acquire made here.
+    pub(crate) async fn settled(&self, keys: &[&str], within: Duration) {
+        let started = Instant::now();
+        loop {
+            let listener = self.inner.released.listen();
+            let pending = {
+                let table = self.inner.lock();
+                keys.iter().any(|key| table.pending.contains_key(*key))
+            };
+            let left = within.saturating_sub(started.elapsed());
+            if !pending || left.is_zero() || crate::runtime::Runtime::current().is_none() {
+                return;
+            }
+            let _ = crate::runtime::timeout(left, listener).await;
+        }
     }
 }
 

@@ -207,10 +207,16 @@ impl Drop for Held {
         let shared = Arc::clone(&self.shared);
         let limits = std::mem::take(&mut self.limits);
         let slots = std::mem::take(&mut self.slots);
+        let keys: Vec<String> = limits
+            .iter()
+            .zip(&slots)
+            .filter(|(_, slot)| **slot)
+            .map(|((key, ..), _)| key.clone())
+            .collect();
         let release = async move {
             let limits = borrowed(&limits);
             let _ = shared.refund_records(&limits, remote, |i| slots[i]).await;
         };
-        self.shared.slots.release(release.boxed());
+        self.shared.slots.release(keys, release.boxed());
     }
 }

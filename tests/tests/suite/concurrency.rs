@@ -196,17 +196,32 @@ async fn cancellation_and_panic_release_the_slot() {
     redis.clean_up(&prefix).await;
 }
 
-/// In process a release is at once: the next acquire after the drop finds the slot free.
-#[tokio::test]
-async fn in_process_a_slot_is_free_as_soon_as_it_is_dropped() {
-    let limiter = Limiter::memory();
+/// A slot dropped is free for the same process's next acquire of the key: in process at once;
+/// in Redis its release (not awaited by the caller) goes first, as it does for the attribute
+/// and the layer (a client's next request after a response).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_dropped_is_free_for_the_next_acquire_of_its_process() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("concurrency-next");
     let limit = Concurrency::new(1).unwrap();
-    for _ in 0..100 {
-        let slot = limiter.acquire("k", limit).await.unwrap();
-        assert!(limiter.acquire("k", limit).await.unwrap_err().is_denied());
-        assert!(slot.is_held());
-        drop(slot);
+    for limiter in [
+        Limiter::memory(),
+        closed_redis_limiter(redis.url(), &prefix).await,
+    ] {
+        for _ in 0..100 {
+            let slot = limiter.acquire("k", limit).await.unwrap();
+            assert!(limiter.acquire("k", limit).await.unwrap_err().is_denied());
+            assert!(slot.is_held());
+            drop(slot);
+        }
+        for _ in 0..50 {
+            let (started, _) = tokio::sync::oneshot::channel();
+            let (done, finished) = tokio::sync::oneshot::channel();
+            drop(done);
+            report(&limiter, "next", started, finished).await.unwrap();
+        }
     }
+    redis.clean_up(&prefix).await;
 }
 
 /// A slot renewed past its first expiry is not taken by another call: on a manual clock, the
@@ -683,6 +698,17 @@ async fn the_layer_holds_a_slot_until_the_response_body_ends() {
             (response.status() == 200).then_some(())
         })
         .await;
+        // A client's requests one after another: each finds the slot its last one released.
+        for _ in 0..20 {
+            let response = http
+                .get(format!("{base}/quick"))
+                .header("x-user", "carol")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            assert_eq!(response.text().await.unwrap(), "ok");
+        }
     }
     redis.clean_up(&prefix).await;
 }
