@@ -135,9 +135,9 @@ impl Shared {
 
     /// [`check_recorded`](Shared::check_recorded) of limits among which concurrency limits
     /// may be, now: the caller holds the call's slots from its records (`slots.rs`), and
-    /// releases them. A release of one of their keys that this process made and that is still
-    /// on its way is waited for first (at most the store's timeout), so that a slot released
-    /// here is free for the next acquire made here.
+    /// releases them. A release of one of their keys queued for the limiter's thread (a slot
+    /// dropped outside any runtime) is waited for first, at most the store's timeout: the
+    /// others went on the connection before this check (`slots.rs`).
     ///
     /// # Errors
     ///

@@ -277,14 +277,17 @@ impl Slots {
     /// so that a slot released here is free for the next acquire made here.
     pub(crate) async fn settled(&self, keys: &[&str], within: Duration) {
         let started = Instant::now();
+        let pending = |table: &Table| keys.iter().any(|key| table.pending.contains_key(*key));
+        if keys.is_empty() || !pending(&self.inner.lock()) {
+            return;
+        }
         loop {
             let listener = self.inner.released.listen();
-            let pending = {
-                let table = self.inner.lock();
-                keys.iter().any(|key| table.pending.contains_key(*key))
-            };
             let left = within.saturating_sub(started.elapsed());
-            if !pending || left.is_zero() || crate::runtime::Runtime::current().is_none() {
+            if !pending(&self.inner.lock())
+                || left.is_zero()
+                || crate::runtime::Runtime::current().is_none()
+            {
                 return;
             }
             let _ = crate::runtime::timeout(left, listener).await;
@@ -331,7 +334,9 @@ fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtim
                 let due: Vec<Due> = table
                     .held
                     .iter()
-                    .filter(|(_, entry)| entry.due <= now)
+                    // Those due within a quarter of their interval too, renewed early: so
+                    // that slots taken one after another are renewed together from then on.
+                    .filter(|(_, entry)| entry.due <= now + interval(entry.rate) / 4)
                     .map(|(&id, entry)| (id, entry.key.clone(), entry.rate, entry.admission))
                     .collect();
                 if !due.is_empty() || !table.releases.is_empty() {

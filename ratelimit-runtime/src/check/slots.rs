@@ -32,12 +32,16 @@
 //!
 //! Dropping a [`Held`] (the call returned, failed, panicked, or its future was dropped) stops
 //! its renewals at once and releases its slots without waiting: in process at once; in Redis
-//! through the thread, which sends each release (the refund of the slot limits only) as soon
-//! as it wakes, through the part's breaker and within the timeout. A renewal of the same slot
-//! on its way changes nothing after the release (it never adds a member).
+//! by the refund of the slot limits only, through the part's breaker and within the timeout,
+//! put on the runtime's connection before the drop returns (polled once there, then handed to
+//! the runtime), so that the process's next check of the key runs after it; dropped outside
+//! any runtime, through the table's thread, which the next acquire of the key in the process
+//! waits for. A renewal of the same slot on its way changes nothing after the release (it
+//! never adds a member).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 use std::time::Instant;
 
 use futures_util::FutureExt as _;
@@ -47,6 +51,7 @@ use super::permit::{Owned, Records, borrowed, owned};
 use super::shared::Shared;
 use super::slot_table::{Claim, Due, Renew, claim_now};
 use crate::limit::LimitRef;
+use crate::runtime::Runtime;
 use crate::store::Admission;
 
 /// The most slots one renewal script renews.
@@ -202,8 +207,8 @@ impl Drop for Held {
         if remote.is_empty() {
             return;
         }
-        // Sent by the table's thread: a failed one leaves the slots to leave their window a
-        // slot time after their last renewal (reported where it failed).
+        // A failed release leaves the slots to leave their window a slot time after their
+        // last renewal (reported where it failed).
         let shared = Arc::clone(&self.shared);
         let limits = std::mem::take(&mut self.limits);
         let slots = std::mem::take(&mut self.slots);
@@ -217,6 +222,20 @@ impl Drop for Held {
             let limits = borrowed(&limits);
             let _ = shared.refund_records(&limits, remote, |i| slots[i]).await;
         };
-        self.shared.slots.release(keys, release.boxed());
+        match Runtime::current() {
+            // Sent now, on the runtime's own connection: polled once here, which puts its
+            // script on the connection before anything this task sends next (the connection
+            // keeps their order), then handed to the runtime for its answer.
+            Some(runtime) => {
+                let mut release = release.boxed();
+                let mut context = Context::from_waker(Waker::noop());
+                if release.as_mut().poll(&mut context).is_pending() {
+                    runtime.spawn(release);
+                }
+            }
+            // Dropped outside a runtime: sent by the table's thread, which the next acquire
+            // of the key in this process waits for.
+            None => self.shared.slots.release(keys, release.boxed()),
+        }
     }
 }

@@ -197,8 +197,9 @@ async fn cancellation_and_panic_release_the_slot() {
 }
 
 /// A slot dropped is free for the same process's next acquire of the key: in process at once;
-/// in Redis its release (not awaited by the caller) goes first, as it does for the attribute
-/// and the layer (a client's next request after a response).
+/// in Redis its release (not awaited by the caller) is on the connection before it, as it is
+/// for the attribute and the layer (a client's next request after a response), once the
+/// server holds the release's script (its first run is sent twice: `NOSCRIPT`, then its text).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_dropped_is_free_for_the_next_acquire_of_its_process() {
     let redis = TestRedis::start();
@@ -208,6 +209,14 @@ async fn a_slot_dropped_is_free_for_the_next_acquire_of_its_process() {
         Limiter::memory(),
         closed_redis_limiter(redis.url(), &prefix).await,
     ] {
+        // The scripts loaded: a first slot taken, released, and taken again.
+        drop(limiter.acquire("k", limit).await.unwrap());
+        drop(
+            wait_for("the first release", DEADLINE, async || {
+                limiter.acquire("k", limit).await.ok()
+            })
+            .await,
+        );
         for _ in 0..100 {
             let slot = limiter.acquire("k", limit).await.unwrap();
             assert!(limiter.acquire("k", limit).await.unwrap_err().is_denied());
