@@ -30,6 +30,8 @@ pub(crate) const REGISTRY_CHANGES: &str = "ratelimit_registry_changes_total";
 pub(crate) const REGISTRY_LOADS: &str = "ratelimit_registry_loads_total";
 /// How long checks took, in seconds, store round trip included.
 pub(crate) const CHECK_DURATION: &str = "ratelimit_check_duration_seconds";
+/// Slots held now by this process's calls (concurrency limits), a gauge.
+pub(crate) const IN_FLIGHT: &str = "ratelimit_in_flight";
 /// The label naming the scope.
 pub(crate) const SCOPE: &str = "scope";
 
@@ -41,7 +43,7 @@ static LABELS: LazyLock<RwLock<HashMap<&'static str, &'static [Label]>>> =
     LazyLock::new(|| RwLock::new(HashMap::new()));
 
 /// `scope="<scope>"`, or no label for a check made by calling the limiter by hand.
-fn labels(scope: Option<&str>) -> &'static [Label] {
+pub(crate) fn labels(scope: Option<&str>) -> &'static [Label] {
     let Some(scope) = scope else {
         return &[];
     };
@@ -97,6 +99,16 @@ pub(crate) fn policy_answered(scope: Option<&str>) {
 /// A blocked key's call was denied without a check.
 pub(crate) fn blocked(scope: &str) {
     increment(DENIED, Some(scope));
+}
+
+/// `slots` slots taken (positive) or released (negative), of the scope of `labels` (from
+/// [`labels`]).
+pub(crate) fn in_flight(labels: &'static [Label], slots: f64) {
+    ::metrics::with_recorder(|recorder| {
+        recorder
+            .register_gauge(&Key::from_static_parts(IN_FLIGHT, labels), &METADATA)
+            .increment(slots);
+    });
 }
 
 /// A mode changed in the registry.

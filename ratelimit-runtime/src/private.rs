@@ -558,6 +558,7 @@ pub async fn admit_stack(limiter: &Limiter, stack: Stack) -> Result<Admitted, Ra
 /// [`admit_stack`]'s check, and the slots it holds.
 async fn admitting(limiter: &Limiter, stack: Stack) -> Result<Admitted, RateLimitError> {
     let sent = Held::sent(limiter.shared());
+    let scope = stack.scope;
     let (decisions, recorded) = admit(limiter, stack, true).await?;
     // The slots of its concurrency limits, each check's, held until the call ends.
     let held = recorded
@@ -573,7 +574,13 @@ async fn admitting(limiter: &Limiter, stack: Stack) -> Result<Admitted, RateLimi
                 .iter()
                 .map(|&i| recorded.parts[i].limit_ref())
                 .collect();
-            Held::new(limiter.shared(), &limits, records.clone(), sent)
+            Held::new(
+                limiter.shared(),
+                Some(scope),
+                &limits,
+                records.clone(),
+                sent,
+            )
         })
         .collect();
     Ok(Admitted {

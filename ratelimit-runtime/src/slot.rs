@@ -126,7 +126,7 @@ impl Limiter {
                 rate,
                 cost: 1,
             };
-            let held = Held::new(&shared, &[limit], records, sent);
+            let held = Held::new(&shared, None, &[limit], records, sent);
             Ok(Slot { decision, held })
         })
         .await

@@ -160,3 +160,41 @@ pub(crate) fn registry_load(source: &'static str, applied: bool) {
     #[cfg(not(feature = "metrics"))]
     let _ = (source, applied);
 }
+
+/// A call's slots counted in flight (with the `metrics` feature, `ratelimit_in_flight` of its
+/// scope) from when they are taken until this is dropped.
+pub(crate) struct InFlight {
+    #[cfg(feature = "metrics")]
+    labels: &'static [::metrics::Label],
+    #[cfg(feature = "metrics")]
+    slots: f64,
+}
+
+impl InFlight {
+    /// `slots` slots of `scope` taken (a scope's label is kept for the process's life).
+    pub(crate) fn new(scope: Option<&str>, slots: usize) -> InFlight {
+        #[cfg(feature = "metrics")]
+        {
+            let labels = crate::metrics::labels(scope);
+            let slots = slots as f64;
+            if slots > 0.0 {
+                crate::metrics::in_flight(labels, slots);
+            }
+            InFlight { labels, slots }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = (scope, slots);
+            InFlight {}
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        if self.slots > 0.0 {
+            crate::metrics::in_flight(self.labels, -self.slots);
+        }
+    }
+}

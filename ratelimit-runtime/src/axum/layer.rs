@@ -516,7 +516,7 @@ async fn hold(
                     cost: 1,
                 })
                 .collect();
-            Held::new(&shared, &refs, records, sent)
+            Held::new(&shared, Some(&scope), &refs, records, sent)
         });
         Ok((decisions, held))
     })

@@ -53,6 +53,7 @@ use super::slot_table::{Claim, Due, Renew, claim_now};
 use crate::limit::LimitRef;
 use crate::runtime::Runtime;
 use crate::store::Admission;
+use crate::telemetry::InFlight;
 
 /// The most slots one renewal script renews.
 const BATCH: usize = 500;
@@ -139,14 +140,18 @@ pub(crate) struct Held {
     /// The slots renewed in the store, by their ids in the limiter's table.
     ids: Vec<u64>,
     claim: Arc<Claim>,
+    /// The call's slots counted in flight (the `metrics` feature's gauge) until it is dropped.
+    _in_flight: InFlight,
 }
 
 impl Held {
-    /// The slots of the call checked against `limits`, recorded as `records` (a copy of the
+    /// The slots of the call checked in `scope` (the span's and the metrics') against
+    /// `limits`, recorded as `records` (a copy of the
     /// check's), whose check was sent at `sent` (and at `claim_sent` on the limiter's clock
     /// for claims: see `Held::sent`).
     pub(crate) fn new(
         shared: &Arc<Shared>,
+        scope: Option<&str>,
         limits: &[LimitRef<'_>],
         records: Records,
         sent: (Instant, u64),
@@ -168,7 +173,11 @@ impl Held {
         if (0..limits.len()).any(|i| slots[i] && !counted(i)) {
             claim.lose();
         }
+        let counted = (0..limits.len())
+            .filter(|&i| slots[i] && counted(i))
+            .count();
         Held {
+            _in_flight: InFlight::new(scope, counted),
             shared: Arc::clone(shared),
             limits: owned(limits),
             slots,

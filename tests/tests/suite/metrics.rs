@@ -277,3 +277,58 @@ fn registry_changes_and_blocked_calls_are_counted() {
     );
     assert!(histograms.is_empty(), "no check was made: {histograms:?}");
 }
+
+#[rate_limit(concurrency = 1, name = "metrics.slots", limiter = limiter)]
+async fn held(limiter: &Limiter, gauge: impl Fn() -> f64) -> Result<f64, RateLimitError> {
+    Ok(gauge())
+}
+
+/// The slots a process's calls hold: a gauge of their scope, up while held, down when
+/// released; a concurrency limit's denial counts as any denial.
+#[test]
+fn slots_in_flight_are_a_gauge_of_their_scope() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // A snapshot takes what the gauges moved since the last one: their sums are the values.
+    let totals = std::cell::RefCell::new(BTreeMap::<String, f64>::new());
+    let gauge = |name: &str| -> f64 {
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let labels: Vec<String> = key
+                .key()
+                .labels()
+                .map(|label| format!("{}={}", label.key(), label.value()))
+                .collect();
+            let full = format!("{}{{{}}}", key.key().name(), labels.join(","));
+            if let DebugValue::Gauge(value) = value {
+                *totals.borrow_mut().entry(full).or_default() += value.into_inner();
+            }
+        }
+        totals.borrow().get(name).copied().unwrap_or(0.0)
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let limiter = Limiter::memory();
+            let limit = ratelimit_runtime::Concurrency::new(2).unwrap();
+            let a = limiter.acquire("k", limit).await.unwrap();
+            let b = limiter.acquire("k", limit).await.unwrap();
+            assert_eq!(gauge("ratelimit_in_flight{}"), 2.0);
+            assert!(limiter.acquire("k", limit).await.unwrap_err().is_denied());
+            drop(a);
+            assert_eq!(gauge("ratelimit_in_flight{}"), 1.0);
+            drop(b);
+            assert_eq!(gauge("ratelimit_in_flight{}"), 0.0);
+            // Through the attribute: its scope's gauge, 1 while its body runs.
+            let inside = held(&limiter, || {
+                gauge("ratelimit_in_flight{scope=metrics.slots}")
+            })
+            .await
+            .unwrap();
+            assert_eq!(inside, 1.0);
+            assert_eq!(gauge("ratelimit_in_flight{scope=metrics.slots}"), 0.0);
+        });
+    });
+}
