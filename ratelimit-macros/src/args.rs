@@ -523,7 +523,9 @@ impl ArgsBuilder {
 
 /// `concurrency = 4`: calls in flight, `1..=100000`.
 fn concurrency(value: &Expr) -> syn::Result<u64> {
-    const EXPECTED: &str = "`concurrency` must be an integer literal, e.g. `concurrency = 4`";
+    const EXPECTED: &str = "`concurrency` must be an integer literal, e.g. `concurrency = 4`; \
+                            for a limit chosen at run time, take a slot by hand with \
+                            `Limiter::acquire(key, Concurrency::new(n)?)`";
     let Expr::Lit(lit) = value else {
         return Err(error(value, EXPECTED));
     };

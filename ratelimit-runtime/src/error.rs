@@ -299,6 +299,16 @@ impl Denied {
 impl fmt::Display for Denied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let wait = self.decision.retry_after.unwrap_or_default();
+        if self.rate.is_concurrency() {
+            return write!(
+                f,
+                "concurrency limit reached for `{}`: {} calls in flight; retry after {}.{:03}s",
+                self.scope,
+                self.rate.threshold(),
+                wait.as_secs(),
+                wait.subsec_millis()
+            );
+        }
         write!(
             f,
             "rate limit exceeded for `{}`: retry after {}.{:03}s",

@@ -18,8 +18,11 @@ const SCOPE: &str = "concurrency";
 /// A slot of a [`Concurrency`] limit, held by one call: the answer of
 /// [`Limiter::acquire`]. The call holds it until the `Slot` is dropped: at the end of its
 /// scope, when the call returns, fails or panics, or when the future holding it is dropped.
-/// Dropping it releases the slot without waiting (in Redis, a script sent by the limiter's
-/// renewing thread), so that another call may take it.
+/// Dropping it releases the slot without waiting (in Redis, a script put on the runtime's
+/// connection before the drop returns, whose answer the runtime awaits), so that another
+/// call may take it. A process about to exit (a job, a command-line tool) releases it with
+/// [`release`](Slot::release), which waits for the store's answer: a runtime shut down with
+/// a release on its way drops it, and the slot then counts until its slot time ends.
 ///
 /// While it is held, the limiter renews it in a remote store every third of the slot time.
 /// When renewals cannot reach the store for a slot time, or find the slot gone (a reset, a
@@ -74,6 +77,18 @@ impl Slot {
     /// reach the store and find the slot.
     pub async fn lost(&self) {
         self.held.claim().lost().await;
+    }
+
+    /// Releases the slot and waits for the store's answer (within the limiter's timeout),
+    /// where dropping it does not wait: before a process exits, so that the next process
+    /// finds the slot free.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::Unavailable`] when the store could not be reached (down, slow, its
+    /// breaker open): the slot then counts until its slot time ends after its last renewal.
+    pub async fn release(self) -> Result<(), RateLimitError> {
+        self.held.release().await.map_err(RateLimitError::from)
     }
 }
 

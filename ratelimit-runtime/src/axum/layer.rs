@@ -447,7 +447,7 @@ where
     let (decisions, held) = if limits.is_empty() {
         (Decisions::exempt(), None)
     } else if holding {
-        match hold(limiter, &config.scope, limits).await {
+        match hold(limiter, &config.scope, limits, false).await {
             Ok(checked) => checked,
             Err(error) => return Ok(error.into_response()),
         }
@@ -461,12 +461,22 @@ where
         let denied = Denied::of_several(config.scope.clone(), Some(key), decisions);
         return Ok(RateLimitError::Denied(Box::new(denied)).into_response());
     }
-    // The shadow rates once the others admit: each on its own, reported when it would deny.
-    for (stored, rate) in &shadows {
-        if let Err(error) = limiter
-            .checking_in_shadow(Some(&config.scope), stored, *rate)
-            .await
-        {
+    // The shadow rates once the others admit: each on its own, reported when it would deny;
+    // a shadow concurrency limit's slot held as the others' are.
+    let mut held: Vec<Held> = held.into_iter().collect();
+    for (stored, rate) in shadows {
+        let checked = if rate.is_concurrency() {
+            let limits = vec![Limit::new(stored, rate)];
+            hold(limiter, &config.scope, limits, true)
+                .await
+                .map(|(_, shadow)| held.extend(shadow))
+        } else {
+            limiter
+                .checking_in_shadow(Some(&config.scope), &stored, rate)
+                .await
+                .map(drop)
+        };
+        if let Err(error) = checked {
             tracing::debug!(scope = %config.scope, %error, "a shadow rate limit could not be checked");
         }
     }
@@ -478,14 +488,10 @@ where
         decisions.headers().apply_if_absent(response.headers_mut());
     }
     // The request's slots, held until its body ends.
-    Ok(match held {
-        Some(held) => response.map(|body| {
-            Body::new(Holding {
-                body,
-                held: Some(held),
-            })
-        }),
-        None => response,
+    Ok(if held.is_empty() {
+        response
+    } else {
+        response.map(|body| Body::new(Holding { body, held }))
     })
 }
 
@@ -497,6 +503,7 @@ async fn hold(
     limiter: &Limiter,
     scope: &str,
     limits: Vec<Limit<'static>>,
+    shadow: bool,
 ) -> Result<(Decisions, Option<Held>), RateLimitError> {
     let shared = std::sync::Arc::clone(limiter.shared());
     let scope = scope.to_owned();
@@ -506,7 +513,7 @@ async fn hold(
             .map(|limit| (limit.key().to_owned(), limit.rate()))
             .collect();
         let sent = Held::sent(&shared);
-        let (decisions, records) = shared.check_holding(Some(&scope), limits, false).await?;
+        let (decisions, records) = shared.check_holding(Some(&scope), limits, shadow).await?;
         let held = decisions.allowed.then(|| {
             let refs: Vec<LimitRef<'_>> = owned
                 .iter()
@@ -523,11 +530,13 @@ async fn hold(
     .await
 }
 
-/// A response body that holds its request's slots until it ends (its last frame read, or
-/// the body dropped: the client hung up, or the server stopped sending).
+/// A response body that holds its request's slots until it ends: its last frame handed to
+/// the server (which then writes it), or the body dropped (the client hung up, the server
+/// stopped sending). A response that upgrades the connection (`101`) ends its body at once:
+/// what runs on the upgraded connection holds no slot.
 struct Holding {
     body: Body,
-    held: Option<Held>,
+    held: Vec<Held>,
 }
 
 impl http_body::Body for Holding {
@@ -541,8 +550,8 @@ impl http_body::Body for Holding {
         let this = &mut *self;
         let frame = std::task::ready!(Pin::new(&mut this.body).poll_frame(cx));
         if frame.is_none() || this.body.is_end_stream() {
-            // Released: the response is sent.
-            this.held = None;
+            // Released: the body is all handed over.
+            this.held.clear();
         }
         Poll::Ready(frame)
     }

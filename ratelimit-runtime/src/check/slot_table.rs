@@ -310,12 +310,22 @@ fn interval(rate: Rate) -> Duration {
 /// limiter's drop, once no release is queued, since a release holds the limiter's state),
 /// renewing by `renew`.
 fn start(inner: Weak<Inner>, renew: Renew) -> std::io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    // The runtime made in the thread: one dropped here, in a caller's async context, panics.
     std::thread::Builder::new()
         .name("ratelimit-slots".into())
-        .spawn(move || renew_on(&inner, &renew, &runtime))?;
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => renew_on(&inner, &renew, &runtime),
+                Err(error) => tracing::error!(
+                    %error,
+                    "the runtime of the thread that renews concurrency limits' slots could \
+                     not start: slots held in the store end a slot time after their check"
+                ),
+            }
+        })?;
     Ok(())
 }
 

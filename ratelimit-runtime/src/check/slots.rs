@@ -50,6 +50,7 @@ use futures_util::future::join_all;
 use super::permit::{Owned, Records, borrowed, owned};
 use super::shared::Shared;
 use super::slot_table::{Claim, Due, Renew, claim_now};
+use crate::error::StoreError;
 use crate::limit::LimitRef;
 use crate::runtime::Runtime;
 use crate::store::Admission;
@@ -201,6 +202,25 @@ impl Held {
     }
 }
 
+impl Held {
+    /// Releases the slots now, and waits for the store's answers (see `Slot::release`).
+    ///
+    /// # Errors
+    ///
+    /// The first place that could not be reached: its slots count until their slot time
+    /// ends after their last renewal.
+    pub(crate) async fn release(mut self) -> Result<(), StoreError> {
+        let Some(records) = self.records.take() else {
+            return Ok(());
+        };
+        self.shared.slots.forget(&self.ids);
+        let shared = Arc::clone(&self.shared);
+        let limits = borrowed(&self.limits);
+        let slots = &self.slots;
+        shared.refund_records(&limits, records, |i| slots[i]).await
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         let Some(records) = self.records.take() else {
@@ -232,19 +252,21 @@ impl Drop for Held {
             let _ = shared.refund_records(&limits, remote, |i| slots[i]).await;
         };
         match Runtime::current() {
-            // Sent now, on the runtime's own connection: polled once here, which puts its
-            // script on the connection before anything this task sends next (the connection
-            // keeps their order), then handed to the runtime for its answer.
-            Some(runtime) => {
+            // Sent now, on the runtime's own connection: polled once here, which normally puts
+            // its script on the connection before anything this task sends next (the
+            // connection keeps their order), then handed to the runtime for its answer. Not
+            // while a panic unwinds (a panic in the poll would abort the process).
+            Some(runtime) if runtime.runs_by_itself() && !std::thread::panicking() => {
                 let mut release = release.boxed();
                 let mut context = Context::from_waker(Waker::noop());
                 if release.as_mut().poll(&mut context).is_pending() {
                     runtime.spawn(release);
                 }
             }
-            // Dropped outside a runtime: sent by the table's thread, which the next acquire
-            // of the key in this process waits for.
-            None => self.shared.slots.release(keys, release.boxed()),
+            // Outside a runtime, or on one whose tasks (the connection's driver) run only
+            // while it is blocked on: sent by the table's thread, which the next acquire of
+            // the key in this process waits for.
+            _ => self.shared.slots.release(keys, release.boxed()),
         }
     }
 }

@@ -81,6 +81,17 @@ impl Runtime {
 
     /// Runs `future` as a task of this runtime, detached. On a Tokio runtime that is shutting
     /// down the future is dropped at once; smol's global executor never shuts down.
+    /// Whether its tasks (a connection's driver among them) run while nobody blocks on it:
+    /// a multi-thread Tokio runtime's, smol's global executor's; not a current-thread Tokio
+    /// runtime's, which run only inside its `block_on`.
+    pub(crate) fn runs_by_itself(&self) -> bool {
+        match &self.0 {
+            Which::Tokio(tokio) => tokio.runs_by_itself(),
+            #[cfg(feature = "smol")]
+            Which::Smol => true,
+        }
+    }
+
     pub(crate) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
         match &self.0 {
             Which::Tokio(tokio) => tokio.spawn(future),

@@ -24,6 +24,15 @@ impl Tokio {
 
     /// Runs `future` as a task of this runtime, detached. On a runtime that is shutting down
     /// the future is dropped at once.
+    /// Whether its tasks run while nobody blocks on it: a multi-thread runtime's workers do,
+    /// a current-thread runtime's run only inside `block_on`.
+    pub(super) fn runs_by_itself(&self) -> bool {
+        !matches!(
+            self.0.runtime_flavor(),
+            ::tokio::runtime::RuntimeFlavor::CurrentThread
+        )
+    }
+
     pub(super) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
         drop(self.0.spawn(future));
     }

@@ -749,3 +749,110 @@ async fn an_acquire_given_up_mid_call_releases_what_it_took() {
     proxy.set(Fault::Pass);
     redis.clean_up(&prefix).await;
 }
+
+/// `Slot::release` waits for the store's answer: the slot is free once it returns, for any
+/// process; a denial's message says it is a concurrency limit's.
+#[tokio::test]
+async fn an_explicit_release_waits_for_the_store() {
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("concurrency-release");
+    let one = closed_redis_limiter(redis.url(), &prefix).await;
+    let other = closed_redis_limiter(redis.url(), &prefix).await;
+    let limit = Concurrency::new(1).unwrap();
+    for _ in 0..20 {
+        let slot = one.acquire("k", limit).await.unwrap();
+        let denied = other.acquire("k", limit).await.unwrap_err();
+        assert_eq!(
+            denied.to_string(),
+            "concurrency limit reached for `concurrency`: 1 calls in flight; retry after 0.100s"
+                .replace(
+                    "0.100",
+                    &format!("{:.3}", denied.retry_after().unwrap().as_secs_f64())
+                )
+        );
+        slot.release().await.unwrap();
+        // Free for any process once `release` returned.
+        let taken = other.acquire("k", limit).await.expect("released");
+        taken.release().await.unwrap();
+    }
+    redis.clean_up(&prefix).await;
+}
+
+/// A concurrency layer in shadow mode (its scope's switch): requests over the limit go on,
+/// each holding its slot as an enforced one would, and the limit's decisions are reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_concurrency_layer_lets_requests_through() {
+    use axum::Router;
+    use axum::routing::get;
+    use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
+    use ratelimit_runtime::{Limits, Mode, ScopeLimits};
+
+    use crate::support::http::{client, serve};
+
+    let redis = TestRedis::start();
+    let prefix = unique_prefix("concurrency-shadow");
+    let limiter = closed_redis_limiter(redis.url(), &prefix).await;
+    limiter
+        .set_limits(Limits::new().scope(
+            "shadowed@concurrency",
+            ScopeLimits::new().mode(Mode::Shadow),
+        ))
+        .unwrap();
+    let layer = RateLimitLayer::concurrency(
+        limiter.clone(),
+        Concurrency::new(1).unwrap(),
+        HeaderKey::new("x-user"),
+    )
+    .scope("shadowed");
+    let (release, released) = tokio::sync::watch::channel(false);
+    let app = Router::new()
+        .route(
+            "/slow",
+            get(move || {
+                let mut released = released.clone();
+                async move {
+                    let _ = released.wait_for(|done| *done).await;
+                    "slow"
+                }
+            }),
+        )
+        .route("/quick", get(|| async { "ok" }))
+        .layer(layer);
+    let base = serve(app).await;
+    let http = client();
+    let slow = tokio::spawn({
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            http.get(format!("{base}/slow"))
+                .header("x-user", "dave")
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    // The slow one holds its slot in Redis, as an enforced limit's would.
+    let key = format!("{prefix}{{shadowed/dave}}@concurrency");
+    let held = async || -> u64 { redis.connection().await.zcard(&key).await.unwrap() };
+    wait_for("the slow request's slot held", DEADLINE, async || {
+        (held().await == 1).then_some(())
+    })
+    .await;
+    // While it holds it, the others go on (a shadow limit never denies).
+    for _ in 0..5 {
+        let response = http
+            .get(format!("{base}/quick"))
+            .header("x-user", "dave")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    release.send(true).unwrap();
+    assert_eq!(slow.await.unwrap(), 200);
+    wait_for("every shadow slot released", DEADLINE, async || {
+        (held().await == 0).then_some(())
+    })
+    .await;
+    redis.clean_up(&prefix).await;
+}
