@@ -234,24 +234,10 @@ impl Traffic {
         let mut record = self.slot_record(index, vec![(subject, 1)], started, 1);
         let answer = super::ops::within(deadline, limiter.acquire(HAND_KEY, LIMIT)).await;
         record.took = started.elapsed();
-        let slot = match answer {
-            None => {
-                record.outcome = Outcome::Cancelled;
-                None
-            }
-            Some(Err(error)) if error.is_denied() => {
-                record.outcome = Outcome::Denied;
-                None
-            }
-            Some(Err(_)) => {
-                record.outcome = Outcome::Error;
-                None
-            }
-            Some(Ok(slot)) => {
-                record.outcome = super::ops::decided::<RateLimitError>(Ok(slot.decision()));
-                Some(slot)
-            }
-        };
+        let slot = admitted(&mut record, answer);
+        if let Some(slot) = &slot {
+            record.outcome = super::ops::decided::<RateLimitError>(Ok(slot.decision()));
+        }
         let by_policy = matches!(record.outcome, Outcome::Policy { .. });
         // Held from the answer on.
         let began = record.started + record.took;
@@ -301,20 +287,9 @@ impl Traffic {
         // judged of it (its span unknown), and it releases what it took.
         let answer = super::ops::within(deadline, holding(limiter, user, hold)).await;
         record.took = started.elapsed();
-        let held = match answer {
-            None => {
-                record.outcome = Outcome::Cancelled;
-                None
-            }
-            Some(Err(error)) if error.is_denied() => {
-                record.outcome = Outcome::Denied;
-                None
-            }
-            Some(Err(_)) => {
-                record.outcome = Outcome::Error;
-                None
-            }
-            Some(Ok((answered, began, ended))) => {
+        let held = match admitted(&mut record, answer) {
+            None => None,
+            Some((answered, began, ended)) => {
                 record.sources = answered
                     .iter()
                     .map(|&(_, by_policy)| {
@@ -432,6 +407,18 @@ impl Traffic {
             refunds: None,
         }
     }
+}
+
+/// What an entry point answered (`None`: its caller gave up), into `record`'s outcome when it
+/// holds nothing; what it holds, otherwise (its outcome is then the caller's to tell).
+fn admitted<T>(record: &mut Record, answer: Option<Result<T, RateLimitError>>) -> Option<T> {
+    match answer {
+        None => record.outcome = Outcome::Cancelled,
+        Some(Err(error)) if error.is_denied() => record.outcome = Outcome::Denied,
+        Some(Err(_)) => record.outcome = Outcome::Error,
+        Some(Ok(held)) => return Some(held),
+    }
+    None
 }
 
 /// Judges the holds (see the module docs): `wipes` are the server times (µs since the Unix

@@ -21,6 +21,13 @@ use tests::{TestRedis, closed_cluster_limiter, closed_redis_limiter, unique_pref
 /// Generous: a state a loaded 2-core machine reaches in well under a second.
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// At most `max` calls in flight, slots lasting `slot_time` seconds.
+fn slots(max: u64, slot_time: u64) -> Concurrency {
+    Concurrency::new(max)
+        .and_then(|limit| limit.with_slot_time(Duration::from_secs(slot_time)))
+        .expect("a concurrency limit")
+}
+
 /// Counts the bodies running at once, and the most ever seen.
 #[derive(Default)]
 struct InFlight {
@@ -249,10 +256,7 @@ async fn a_slot_renewed_past_its_first_expiry_is_not_taken() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let limit = Concurrency::new(1)
-        .unwrap()
-        .with_slot_time(Duration::from_secs(3))
-        .unwrap();
+    let limit = slots(1, 3);
     let key = format!("{prefix}k");
     let slot = limiter.acquire("k", limit).await.unwrap();
     let first = clock.now();
@@ -313,10 +317,7 @@ async fn a_killed_process_frees_its_slots_within_the_slot_time() {
     .unwrap();
     assert_eq!(line.unwrap().unwrap(), "held");
     let limiter = closed_redis_limiter(redis.url(), &prefix).await;
-    let limit = Concurrency::new(2)
-        .unwrap()
-        .with_slot_time(Duration::from_secs(2))
-        .unwrap();
+    let limit = slots(2, 2);
     holder.kill().unwrap();
     holder.wait().unwrap();
     // Both free, each a slot time after its last renewal.
@@ -342,10 +343,7 @@ async fn renewals_that_cannot_reach_redis_end_the_claim() {
     let proxy = FaultProxy::start(redis.address());
     let cut_off = closed_redis_limiter(&proxy.url(), &prefix).await;
     let direct = closed_redis_limiter(redis.url(), &prefix).await;
-    let limit = Concurrency::new(1)
-        .unwrap()
-        .with_slot_time(Duration::from_secs(2))
-        .unwrap();
+    let limit = slots(1, 2);
     let slot = cut_off.acquire("k", limit).await.unwrap();
     proxy.set(Fault::Refuse);
     let (taken, _) = wait_for(
@@ -732,10 +730,7 @@ async fn an_acquire_given_up_mid_call_releases_what_it_took() {
     let proxy = FaultProxy::start(redis.address());
     let slow = closed_redis_limiter(&proxy.url(), &prefix).await;
     let direct = closed_redis_limiter(redis.url(), &prefix).await;
-    let limit = Concurrency::new(1)
-        .unwrap()
-        .with_slot_time(Duration::from_secs(86_400))
-        .unwrap();
+    let limit = slots(1, 86_400);
     // Connected first, then every byte delayed: the next acquire is in flight for a while.
     drop(slow.acquire("warm", limit).await.unwrap());
     proxy.set(Fault::Delay(Duration::from_millis(300)));
