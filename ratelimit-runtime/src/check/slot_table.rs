@@ -51,9 +51,6 @@ struct Entry {
     key: String,
     rate: Rate,
     admission: Admission,
-    /// Until when the store surely counts it: a slot time after the last renewal that found
-    /// it (or its check) was sent.
-    held_until: Instant,
     /// When it is renewed next.
     due: Instant,
     claim: Arc<Claim>,
@@ -220,7 +217,6 @@ impl Slots {
                 key: limit.key.to_owned(),
                 rate: limit.rate,
                 admission,
-                held_until: sent + limit.rate.period(),
                 due: sent + interval(limit.rate),
                 claim: Arc::clone(claim),
             },
@@ -340,7 +336,7 @@ fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtim
             let mut table = owner.lock();
             loop {
                 let now = Instant::now();
-                end_lapsed(&mut table, now);
+                end_lapsed(&mut table);
                 let due: Vec<Due> = table
                     .held
                     .iter()
@@ -361,11 +357,7 @@ fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtim
                     // The limiter is gone, and nothing is queued (a release keeps it alive).
                     return;
                 }
-                let next = table
-                    .held
-                    .values()
-                    .map(|entry| entry.due.min(entry.held_until))
-                    .min();
+                let next = table.held.values().map(|entry| entry.due).min();
                 let sleep = next.map_or(IDLE, |next| next.saturating_duration_since(now).min(IDLE));
                 table = owner
                     .wake
@@ -387,7 +379,6 @@ fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtim
             };
             match held {
                 Some(true) => {
-                    entry.held_until = sent + rate.period();
                     let until = claimed.saturating_add(rate.period_us());
                     entry.claim.counts_until(*id, until);
                     entry.due = sent + interval(*rate);
@@ -407,10 +398,11 @@ fn renew_on(inner: &Weak<Inner>, renew: &Renew, runtime: &tokio::runtime::Runtim
     }
 }
 
-/// Ends the claims of the slots whose renewals have not reached the store for a slot time.
-fn end_lapsed(table: &mut Table, now: Instant) {
+/// Stops renewing the slots whose claims are over: their renewals have not reached the store
+/// for a slot time (the claim tells, on its own clock, and wakes whoever waits for it).
+fn end_lapsed(table: &mut Table) {
     table.held.retain(|_, entry| {
-        if entry.held_until > now {
+        if !entry.claim.is_lost() {
             return true;
         }
         tracing::warn!(

@@ -169,16 +169,17 @@ impl Held {
                 ids.push(shared.slots.hold(limits[i], admission, sent, &claim, renew));
             }
         }
-        // A slot no place counts (the failure policy `Open` admitted the call): no claim.
-        let counted = |i: usize| records.places().any(|indices| indices.contains(&i));
-        if (0..limits.len()).any(|i| slots[i] && !counted(i)) {
+        // The slots some place counts; one that none does (the failure policy `Open`
+        // admitted the call) leaves the call no claim.
+        let recorded = |i: usize| records.places().any(|indices| indices.contains(&i));
+        let (counted, uncounted): (Vec<usize>, Vec<usize>) = (0..limits.len())
+            .filter(|&i| slots[i])
+            .partition(|&i| recorded(i));
+        if !uncounted.is_empty() {
             claim.lose();
         }
-        let counted = (0..limits.len())
-            .filter(|&i| slots[i] && counted(i))
-            .count();
         Held {
-            _in_flight: InFlight::new(scope, counted),
+            _in_flight: InFlight::new(scope, counted.len()),
             shared: Arc::clone(shared),
             limits: owned(limits),
             slots,
@@ -192,17 +193,13 @@ impl Held {
     pub(crate) fn claim(&self) -> &Claim {
         &self.claim
     }
-}
 
-impl Held {
     /// The time a check of slots is sent, as [`Held::new`] takes it: now, and now on the
     /// claims' clock (the limiter's manual clock, if any).
     pub(crate) fn sent(shared: &Shared) -> (Instant, u64) {
         (Instant::now(), claim_now(shared.clock.as_ref()))
     }
-}
 
-impl Held {
     /// Releases the slots now, and waits for the store's answers (see `Slot::release`).
     ///
     /// # Errors
