@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ratelimit_runtime::{FailurePolicy, Limiter, RateLimitError, rate_limit, set_global};
+use ratelimit_runtime::{RateLimitError, rate_limit, set_global};
 
 /// Exports running now, and the most ever at once.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
@@ -38,24 +38,11 @@ async fn work() {
 
 #[tokio::main]
 async fn main() {
-    let url = ["RATELIMIT_REDIS_URL", "REDIS_URL"]
-        .into_iter()
-        .find_map(|name| std::env::var(name).ok().filter(|url| !url.is_empty()));
-    let store = match url {
-        Some(url) => {
-            let limiter = Limiter::builder()
-                .redis_url(&url)
-                .failure_policy(FailurePolicy::Closed)
-                .build()
-                .unwrap_or_else(|error| {
-                    eprintln!("cannot use that Redis: {error}");
-                    std::process::exit(2);
-                });
-            set_global(limiter).expect("the default limiter is set once, before any call");
-            "Redis"
-        }
-        None => "in process (set REDIS_URL to use Redis)",
-    };
+    let (limiter, store) = examples::limiter_from_env().unwrap_or_else(|error| {
+        eprintln!("cannot use that Redis: {error}");
+        std::process::exit(2);
+    });
+    set_global(limiter).expect("the default limiter is set once, before any call");
     println!("store: {store}");
     // A tenant unique to this run.
     let run = SystemTime::now()

@@ -1,7 +1,10 @@
 //! Examples of `ratelimit-runtime`: see `examples/`. The HTTP examples keep their routers here,
 //! so that the end-to-end tests in `tests/` serve the very same apps; they are behind the
-//! features `axum` and `actix-web`, so that the quickstart builds without those frameworks.
+//! features `axum`, `actix-web` and `tonic`, so that the quickstart builds without those
+//! frameworks.
 
+#[cfg(feature = "tonic")]
+pub mod grpc;
 #[cfg(feature = "actix-web")]
 pub mod hello_actix;
 #[cfg(feature = "axum")]
@@ -12,6 +15,32 @@ pub mod router_layer;
 pub mod user;
 
 use std::net::SocketAddr;
+
+use ratelimit_runtime::{FailurePolicy, Limiter, RateLimitError};
+
+/// The limiter of an example: through Redis when `RATELIMIT_REDIS_URL` or `REDIS_URL` is set
+/// (the variables the default limiter reads), failing closed so that a Redis that cannot be
+/// reached shows as an error instead of being answered by the in-process fallback; in process
+/// otherwise. With the store's name, to print.
+///
+/// # Errors
+///
+/// When the URL is not a Redis URL.
+pub fn limiter_from_env() -> Result<(Limiter, &'static str), RateLimitError> {
+    let url = ["RATELIMIT_REDIS_URL", "REDIS_URL"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok().filter(|url| !url.is_empty()));
+    match url {
+        Some(url) => {
+            let limiter = Limiter::builder()
+                .redis_url(&url)
+                .failure_policy(FailurePolicy::Closed)
+                .build()?;
+            Ok((limiter, "Redis"))
+        }
+        None => Ok((Limiter::memory(), "in process (set REDIS_URL to use Redis)")),
+    }
+}
 
 /// Binds 127.0.0.1 on the port in the `PORT` environment variable, or on a free one.
 ///

@@ -127,6 +127,9 @@ pub use slot::Slot;
 #[cfg(feature = "axum")]
 pub mod axum;
 
+#[cfg(feature = "tonic")]
+pub mod tonic;
+
 #[cfg(feature = "actix-web")]
 pub mod actix_web;
 

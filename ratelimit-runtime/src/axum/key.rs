@@ -204,12 +204,11 @@ fn parse_forwarded(entry: &str) -> Option<IpAddr> {
 
 impl KeyExtractor for PeerIp {
     fn extract(&self, parts: &Parts) -> Option<String> {
-        let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() else {
+        let Some(peer) = peer_address(parts) else {
             if !self.warned.swap(true, Ordering::Relaxed) {
+                let detail = no_peer_address(parts);
                 tracing::error!(
-                    "PeerIp found no ConnectInfo<SocketAddr>: serve the router with \
-                     `into_make_service_with_connect_info::<SocketAddr>()`; requests are \
-                     answered 500 meanwhile"
+                    "PeerIp found no peer address ({detail}); requests are answered 500 (gRPC: INTERNAL) meanwhile"
                 );
             }
             return None;
@@ -225,19 +224,53 @@ impl KeyExtractor for PeerIp {
     }
 
     fn setup_error(&self, parts: &Parts) -> Option<Cow<'static, str>> {
-        parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
+        peer_address(parts)
             .is_none()
-            .then_some(Cow::Borrowed(NO_CONNECT_INFO))
+            .then(|| Cow::Borrowed(no_peer_address(parts)))
     }
 }
 
-/// The detail of a `500` for a request that reached a [`PeerIp`] layer without the peer's
-/// address.
+/// The peer's address, as axum's `ConnectInfo<SocketAddr>` or (feature `tonic`) a tonic
+/// server's `TcpConnectInfo` gives it.
+fn peer_address(parts: &Parts) -> Option<SocketAddr> {
+    if let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+        return Some(*peer);
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(info) = parts
+        .extensions
+        .get::<::tonic::transport::server::TcpConnectInfo>()
+    {
+        return info.remote_addr();
+    }
+    None
+}
+
+/// The detail of the answer to a request that reached a [`PeerIp`] layer without the peer's
+/// address: how to serve an axum router, or (feature `tonic`) a tonic server, so that it has
+/// one.
+fn no_peer_address(parts: &Parts) -> &'static str {
+    #[cfg(feature = "tonic")]
+    if crate::tonic::status::is_grpc(&parts.headers) {
+        return NO_TCP_CONNECT_INFO;
+    }
+    let _ = parts;
+    NO_CONNECT_INFO
+}
+
+/// The detail of a `500` for an HTTP request that reached a [`PeerIp`] layer without the
+/// peer's address.
 const NO_CONNECT_INFO: &str = "the server cannot tell the client's address, which its rate \
     limit is keyed by: serve the router with \
     `into_make_service_with_connect_info::<SocketAddr>()`";
+
+/// The message of an `INTERNAL` status for a gRPC request that reached a [`PeerIp`] layer
+/// without the peer's address (a tonic server on a Unix socket, or behind TLS).
+#[cfg(feature = "tonic")]
+pub(crate) const NO_TCP_CONNECT_INFO: &str = "the server cannot tell the client's address, \
+    which its rate limit is keyed by: serve the tonic server over TCP without TLS \
+    (`Server::serve`, or `serve_with_incoming` of TCP streams), or key the requests by a \
+    metadata entry (`MetadataKey`)";
 
 /// An IP address or a CIDR range of them, such as `10.0.0.7`, `10.0.0.0/8` or `fd00::/8`:
 /// the proxies [`PeerIp`] believes. An IPv4-mapped IPv6 address or range

@@ -86,8 +86,13 @@ struct Config<K> {
     /// label: its name on the default scope, else its label, the first one's its window).
     addresses: Vec<String>,
     key: Arc<K>,
-    on_missing_key: Arc<dyn Fn(&Parts) -> Response + Send + Sync>,
+    /// The response to a request without a key; `None`: the default, `400` (a gRPC request's
+    /// `INVALID_ARGUMENT`).
+    on_missing_key: Option<MissingKey>,
 }
+
+/// What [`RateLimitLayer::on_missing_key`] answers.
+type MissingKey = Arc<dyn Fn(&Parts) -> Response + Send + Sync>;
 
 impl<K> Clone for Config<K> {
     fn clone(&self) -> Self {
@@ -99,7 +104,7 @@ impl<K> Clone for Config<K> {
             rate_names: self.rate_names.clone(),
             addresses: self.addresses.clone(),
             key: Arc::clone(&self.key),
-            on_missing_key: Arc::clone(&self.on_missing_key),
+            on_missing_key: self.on_missing_key.clone(),
         }
     }
 }
@@ -116,7 +121,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             rate_names: Some(rate_names(&[rate])),
             addresses: Vec::new(),
             key: Arc::new(key),
-            on_missing_key: Arc::new(|_: &Parts| missing_key_response()),
+            on_missing_key: None,
         };
         config.addresses = config.addresses();
         RateLimitLayer {
@@ -216,7 +221,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
         self,
         respond: impl Fn(&Parts) -> Response + Send + Sync + 'static,
     ) -> Self {
-        self.map_config(|config| config.on_missing_key = Arc::new(respond))
+        self.map_config(|config| config.on_missing_key = Some(Arc::new(respond)))
     }
 
     fn map_config(self, change: impl FnOnce(&mut Config<K>)) -> Self {
@@ -247,11 +252,41 @@ impl<K> Config<K> {
     }
 }
 
-fn missing_key_response() -> Response {
+/// The default answer to a request without a key: `400`, or a gRPC request's
+/// `INVALID_ARGUMENT`.
+fn missing_key_response(grpc: bool) -> Response {
+    #[cfg(feature = "tonic")]
+    if grpc {
+        return crate::tonic::status::missing_key().into_http();
+    }
+    let _ = grpc;
     problem(
         StatusCode::BAD_REQUEST,
         "the request does not carry what its rate limit is keyed by",
     )
+}
+
+/// The answer to a request no request can be keyed by, the server's fault ([`KeyExtractor::setup_error`]):
+/// `500`, or a gRPC request's `INTERNAL`, `detail` naming the fix.
+fn setup_error_response(grpc: bool, detail: &str) -> Response {
+    #[cfg(feature = "tonic")]
+    if grpc {
+        return crate::tonic::status::setup_error(detail).into_http();
+    }
+    let _ = grpc;
+    problem(StatusCode::INTERNAL_SERVER_ERROR, detail)
+}
+
+/// The answer to a request the layer denies, or cannot check: as [`RateLimitError`]'s
+/// `IntoResponse`, or (feature `tonic`) a gRPC request's status, as its `From` for
+/// `tonic::Status`.
+fn error_response(grpc: bool, error: RateLimitError) -> Response {
+    #[cfg(feature = "tonic")]
+    if grpc {
+        return ::tonic::Status::from(error).into_http();
+    }
+    let _ = grpc;
+    error.into_response()
 }
 
 impl<K> Clone for RateLimitLayer<K> {
@@ -339,17 +374,24 @@ where
         let config = Arc::clone(&self.config);
         Box::pin(async move {
             let (parts, body) = request.into_parts();
+            #[cfg(feature = "tonic")]
+            let grpc = crate::tonic::status::is_grpc(&parts.headers);
+            #[cfg(not(feature = "tonic"))]
+            let grpc = false;
             let Some(key) = config.key.extract(&parts) else {
                 if let Some(detail) = config.key.setup_error(&parts) {
-                    return Ok(problem(StatusCode::INTERNAL_SERVER_ERROR, &detail));
+                    return Ok(setup_error_response(grpc, &detail));
                 }
                 tracing::debug!(scope = %config.scope, "no rate limit key in the request");
-                return Ok((config.on_missing_key)(&parts));
+                return Ok(match &config.on_missing_key {
+                    Some(respond) => respond(&parts),
+                    None => missing_key_response(grpc),
+                });
             };
             // A concurrency limit holds its slot through the response: checked as one of
             // several, which keeps where it recorded the request.
             if !config.more.is_empty() || config.rate.is_concurrency() {
-                return several(&config, key, parts, body, inner).await;
+                return several(&config, (key, grpc), parts, body, inner).await;
             }
             let stored = match &config.rate_names {
                 Some(names) => rate_key(&config.scope, &key, &names[0]),
@@ -368,11 +410,11 @@ where
             let checked = checking.await;
             let decision = match checked {
                 Ok(decision) => decision,
-                Err(error) => return Ok(error.into_response()),
+                Err(error) => return Ok(error_response(grpc, error)),
             };
             if !decision.allowed {
                 let denied = Denied::new(config.scope.clone(), Some(key), rate, decision);
-                return Ok(RateLimitError::Denied(Box::new(denied)).into_response());
+                return Ok(error_response(grpc, denied.into()));
             }
             let mut response = inner
                 .call(Request::from_parts(parts, body))
@@ -393,7 +435,7 @@ where
 /// A request under a layer of several rates: one check of all of them.
 async fn several<S, K, B>(
     config: &Config<K>,
-    key: String,
+    (key, grpc): (String, bool),
     parts: Parts,
     body: B,
     mut inner: S,
@@ -436,7 +478,7 @@ where
                 let label = Some(Cow::Owned(label.to_owned()));
                 let decisions = Decisions::new(std::iter::once((label, rate, decision)));
                 let denied = Denied::of_several(config.scope.clone(), Some(key), decisions);
-                return Ok(RateLimitError::Denied(Box::new(denied)).into_response());
+                return Ok(error_response(grpc, denied.into()));
             }
         };
         limits.push(Limit::new(stored, rate).with_label(label.to_owned()));
@@ -449,17 +491,17 @@ where
     } else if holding {
         match hold(limiter, &config.scope, limits, false).await {
             Ok(checked) => checked,
-            Err(error) => return Ok(error.into_response()),
+            Err(error) => return Ok(error_response(grpc, error)),
         }
     } else {
         match limiter.checking_all(&config.scope, limits).await {
             Ok(decisions) => (decisions, None),
-            Err(error) => return Ok(error.into_response()),
+            Err(error) => return Ok(error_response(grpc, error)),
         }
     };
     if !decisions.allowed {
         let denied = Denied::of_several(config.scope.clone(), Some(key), decisions);
-        return Ok(RateLimitError::Denied(Box::new(denied)).into_response());
+        return Ok(error_response(grpc, denied.into()));
     }
     // The shadow rates once the others admit: each on its own, reported when it would deny;
     // a shadow concurrency limit's slot held as the others' are.

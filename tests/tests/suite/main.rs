@@ -35,6 +35,7 @@ mod deny_cache;
 mod exact_under_faults;
 mod fault_checker;
 mod faults;
+mod grpc;
 mod harness;
 mod http_actix;
 mod http_axum;
