@@ -43,6 +43,11 @@ const DEFAULT_SCOPE: &str = "layer";
 ///   by default `400 Bad Request` with a problem+json body; but `500` when the server is set
 ///   up so that no request can have one ([`KeyExtractor::setup_error`]: a [`PeerIp`](super::PeerIp) router
 ///   served without connect info), its problem's `detail` saying how to fix it.
+/// - A gRPC request (`content-type: application/grpc`, alone or with a subtype), with the
+///   `tonic` feature: each of these answered with a gRPC status instead (`RESOURCE_EXHAUSTED`,
+///   `UNAVAILABLE`, `INVALID_ARGUMENT`, `INTERNAL`), trailers-only, as the `tonic` module lists;
+///   so the layer serves tonic servers, and routers serving gRPC beside HTTP. Without the
+///   feature a gRPC client reads the `429` as `UNAVAILABLE`.
 ///
 /// On the default scope, `layer`, each rate keeps its own log per key, so that two layers of
 /// different rates never meet; on a scope set by [`scope`](RateLimitLayer::scope), the keys

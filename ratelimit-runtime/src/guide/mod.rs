@@ -21,6 +21,7 @@
 //! | [`production`] | failure policies, circuit breakers, timeouts and resends, the deny cache, memory, logs and metrics, what each failure costs |
 //! | [`testing`] | tests of rate-limited code on a manual clock; replaying explicit times |
 //! | [`http`] | axum and actix-web: the fields on every response, an error type of your own, a whole router, the examples to run |
+//! | [`grpc`] | tonic: limits on a service's methods or on its server, the statuses a client reads, streams, HTTP and gRPC on one port |
 //! | [`recipes`] | complete examples: a login limited on its failures, a client of a partner's API and its test, quotas by plan |
 
 // Doc-only modules: each page is a Markdown file beside this one, so that its examples are
@@ -92,6 +93,18 @@ pub mod http {
     #![cfg_attr(
         not(feature = "actix-web"),
         doc = "\n[actix_web]: crate#feature-flags\n[actix_web::problem]: crate#feature-flags\n"
+    )]
+}
+
+// Built whatever the features, as `http`: its examples run where `tonic` is on.
+pub mod grpc {
+    #![doc = include_str!("grpc.md")]
+    #![cfg_attr(feature = "tonic", doc = include_str!("grpc_links.md"))]
+    #![cfg_attr(
+        not(feature = "tonic"),
+        doc = "\n[tonic]: crate#feature-flags\n[RateLimitLayer]: crate#feature-flags\n\
+               [PeerIp]: crate#feature-flags\n[MetadataKey]: crate#feature-flags\n\
+               [concurrency]: crate#feature-flags\n"
     )]
 }
 

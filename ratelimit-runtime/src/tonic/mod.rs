@@ -97,7 +97,7 @@
 //! | [`CostTooHigh`](crate::RateLimitError::CostTooHigh) | `INVALID_ARGUMENT` | its `Display` | | |
 //! | [`InvalidInput`](crate::RateLimitError::InvalidInput), [`InvalidConfig`](crate::RateLimitError::InvalidConfig) (logged at error level) | `INTERNAL` | `the rate limit could not be checked` | | |
 //! | the layer: no key in the request | `INVALID_ARGUMENT` | `the request does not carry what its rate limit is keyed by` | | |
-//! | the layer: a [`PeerIp`] layer on a server that gives no peer address | `INTERNAL` | how to fix it (see above) | | |
+//! | the layer: a [`PeerIp`] layer on a server that gives no peer address | `INTERNAL` | ``the server cannot tell the client's address, which its rate limit is keyed by: serve the tonic server over TCP without TLS (`Server::serve`, or `serve_with_incoming` of TCP streams), or key the requests by a metadata entry (`MetadataKey`)`` | | |
 //!
 //! The messages name the scope, never the key (keys may hold user identifiers). The
 //! `QuotaFailure` holds a violation per limit that denied the call: its `subject` the scope,

@@ -2,7 +2,10 @@
 //! real `#[rate_limit]` attribute (named and unnamed, stacked with and without names, leased,
 //! logs and counters) and an axum router under real `RateLimitLayer`s (two on the default
 //! scope with different rates, one named scope of two rates). Each caller has a short and a
-//! long limit of one user somewhere, so that several rates meet on one caller.
+//! long limit of one user somewhere, so that several rates meet on one caller. Two functions
+//! are also tonic service methods (the `tonic` feature: a denial is a `Status`), sharing their
+//! limits with their plain twins, and the router's routes answer gRPC requests too: a gRPC
+//! call and a plain one meet in one log.
 //!
 //! Their stored keys are written out by hand in [`super::ops::subjects`], in the layout the
 //! guide's `keys` page documents: a key the runtime writes otherwise is one the tap never
@@ -16,6 +19,7 @@ use axum::http::{Request, StatusCode};
 use axum::routing::get;
 use ratelimit_runtime::axum::{HeaderKey, RateLimitLayer};
 use ratelimit_runtime::{Algorithm, Decisions, Limiter, Rate, RateLimitError, rate_limit};
+use tonic::{Code, Status};
 use tower_service::Service as _;
 
 /// What a limited function tells its caller: each limit's rate, and whether the failure policy
@@ -33,6 +37,82 @@ pub(crate) fn answered(decisions: &Decisions) -> Answered {
 #[rate_limit(name = "chk.login", period = "3s", threshold = 5, key = user, limiter = limiter, decision = d)]
 pub(crate) async fn named(limiter: &Limiter, user: &str) -> Result<Answered, RateLimitError> {
     Ok(answered(d))
+}
+
+/// How a call that did not run was answered, as its caller reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Denied by a limit.
+    Denied,
+    /// Any other error: the store could not answer, or the call was malformed.
+    Failed,
+}
+
+impl From<RateLimitError> for Refused {
+    fn from(error: RateLimitError) -> Refused {
+        if error.is_denied() {
+            Refused::Denied
+        } else {
+            Refused::Failed
+        }
+    }
+}
+
+impl From<Status> for Refused {
+    fn from(status: Status) -> Refused {
+        if status.code() == Code::ResourceExhausted {
+            Refused::Denied
+        } else {
+            Refused::Failed
+        }
+    }
+}
+
+/// A gRPC service of the `named` and `stacked_named` functions' limits, as tonic generates
+/// its trait: each method's request the user, and its reply. Under `#[async_trait]` a method has no
+/// `decision` to tell which of the store and the failure policy answered: the checker calls it
+/// on a limiter failing closed, whose admissions are all the store's.
+#[tonic::async_trait]
+pub(crate) trait Service: Send + Sync + 'static {
+    async fn login(
+        &self,
+        request: tonic::Request<String>,
+    ) -> Result<tonic::Response<String>, Status>;
+    async fn stacked(
+        &self,
+        request: tonic::Request<String>,
+    ) -> Result<tonic::Response<String>, Status>;
+}
+
+/// The [`Service`] of a limiter.
+pub(crate) struct Grpc(pub(crate) Limiter);
+
+#[tonic::async_trait]
+impl Service for Grpc {
+    /// `named`'s limit, as a tonic method.
+    #[rate_limit(name = "chk.login", period = "3s", threshold = 5, key = request.get_ref(), limiter = &self.0)]
+    async fn login(
+        &self,
+        request: tonic::Request<String>,
+    ) -> Result<tonic::Response<String>, Status> {
+        Ok(tonic::Response::new(request.into_inner()))
+    }
+
+    /// `stacked_named`'s limits, as a tonic method.
+    #[rate_limit(name = "chk.burst", period = 1, threshold = 3, key = request.get_ref(), limiter = &self.0)]
+    #[rate_limit(
+        name = "chk.window",
+        period = 5,
+        threshold = 8,
+        algorithm = "sliding_window_counter",
+        key = request.get_ref()
+    )]
+    async fn stacked(
+        &self,
+        request: tonic::Request<String>,
+    ) -> Result<tonic::Response<String>, Status> {
+        Ok(tonic::Response::new(request.into_inner()))
+    }
 }
 
 /// One attribute without a name, a sliding window counter: its scope is this function's path.
@@ -210,13 +290,28 @@ impl Function {
         }
     }
 
-    /// Calls it for `user` with `limiter`.
+    /// Whether it is a tonic method of [`Service`] too.
+    pub(crate) fn is_method(self) -> bool {
+        matches!(self, Function::Named | Function::StackedNamed)
+    }
+
+    /// Calls it for `user` with `limiter`: as its tonic method when `grpc` and it is one,
+    /// which tells no limit's answer (`None`), else as a function.
     pub(crate) async fn call(
         self,
         limiter: &Limiter,
         user: &str,
-    ) -> Result<Answered, RateLimitError> {
-        match self {
+        grpc: bool,
+    ) -> Result<Option<Answered>, Refused> {
+        let request = || tonic::Request::new(user.to_owned());
+        let service = || Grpc(limiter.clone());
+        let answered = match self {
+            Function::Named if grpc => {
+                return Ok(service().login(request()).await.map(|_| None)?);
+            }
+            Function::StackedNamed if grpc => {
+                return Ok(service().stacked(request()).await.map(|_| None)?);
+            }
             Function::Named => named(limiter, user).await,
             Function::Unnamed => unnamed(limiter, user).await,
             Function::StackedNamed => stacked_named(limiter, user).await,
@@ -224,7 +319,8 @@ impl Function {
             Function::Leased => leased(limiter, user).await,
             Function::LeasedCounter => leased_counter(limiter, user).await,
             Function::Solo => solo(limiter, user).await,
-        }
+        };
+        Ok(Some(answered?))
     }
 }
 
@@ -284,22 +380,27 @@ pub(crate) const USER_HEADER: &str = "x-user";
 
 /// A router limited by `limiter`, as an application layers one: `/login` and `/search` each
 /// under a layer of the default scope (10 per 4 s, 20 per 1 s), `/export` under a layer of the
-/// scope `chk.export` with two rates (4 per 1 s, 8 per 5 s); all keyed by the `x-user` header.
+/// scope `chk.export` with two rates (4 per 1 s, 8 per 5 s); all keyed by the `x-user` header,
+/// and answering `GET`s and (gRPC calls) `POST`s.
 pub(crate) fn router(limiter: &Limiter) -> Router {
     let key = || HeaderKey::new(USER_HEADER);
     let [burst, window] = export_rates();
     Router::new()
         .route(
             "/login",
-            get(ok).layer(RateLimitLayer::new(limiter.clone(), login_rate(), key())),
+            get(ok)
+                .post(ok)
+                .layer(RateLimitLayer::new(limiter.clone(), login_rate(), key())),
         )
         .route(
             "/search",
-            get(ok).layer(RateLimitLayer::new(limiter.clone(), search_rate(), key())),
+            get(ok)
+                .post(ok)
+                .layer(RateLimitLayer::new(limiter.clone(), search_rate(), key())),
         )
         .route(
             "/export",
-            get(ok).layer(
+            get(ok).post(ok).layer(
                 RateLimitLayer::new(limiter.clone(), burst, key())
                     .and_rate(window)
                     .scope("chk.export"),
@@ -318,14 +419,34 @@ async fn ok() -> &'static str {
     "ok"
 }
 
-/// Sends `GET <path>` as `user` through `router`; its status.
-pub(crate) async fn request(router: &Router, path: &str, user: &str) -> StatusCode {
-    let request = Request::get(path)
+/// Sends `GET <path>` as `user` through `router`, or a gRPC call (`POST`,
+/// `application/grpc`) when `grpc`; whether it was admitted, as its client reads the answer: a
+/// `200` (a gRPC call's without a `grpc-status`: a denial is trailers-only), or denied, a
+/// `429` (a gRPC call's `grpc-status` `RESOURCE_EXHAUSTED`).
+pub(crate) async fn request(
+    router: &Router,
+    path: &str,
+    user: &str,
+    grpc: bool,
+) -> Result<(), Refused> {
+    let request = if grpc {
+        Request::post(path).header(http::header::CONTENT_TYPE, "application/grpc")
+    } else {
+        Request::get(path)
+    };
+    let request = request
         .header(USER_HEADER, user)
         .body(Body::empty())
         .expect("a request");
-    match router.clone().call(request).await {
-        Ok(response) => response.status(),
+    let response = match router.clone().call(request).await {
+        Ok(response) => response,
         Err(infallible) => match infallible {},
+    };
+    let status = response.headers().get("grpc-status");
+    match (grpc, response.status(), status) {
+        (_, StatusCode::OK, None) => Ok(()),
+        (false, StatusCode::TOO_MANY_REQUESTS, _) => Err(Refused::Denied),
+        (true, StatusCode::OK, Some(code)) if code == "8" => Err(Refused::Denied),
+        _ => Err(Refused::Failed),
     }
 }

@@ -7,10 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::http::StatusCode;
 use ratelimit_runtime::{Algorithm, Decision, FailurePolicy, Limit, Limiter, Rate};
 
-use super::callers::{self, Function, Route};
+use super::callers::{self, Function, Refused, Route};
 use crate::accuracy::Rng;
 
 /// The users the attribute's functions and the layers are called for (fixed names: no user
@@ -225,8 +224,12 @@ pub(crate) enum Kind {
     Reset,
     /// A call of an attributed function.
     Function,
+    /// A call of an attributed tonic method (a denial is a `Status`).
+    Method,
     /// A request through a route's layer.
     Request,
+    /// A gRPC call through a route's layer (a denial is a status, trailers-only).
+    GrpcRequest,
     ResetScope,
     /// A check by hand in a scope (`Limiter::scope`).
     Scoped,
@@ -247,7 +250,9 @@ impl Kind {
             Kind::Wait => "until_ready",
             Kind::Reset => "reset",
             Kind::Function => "#[rate_limit] fn",
+            Kind::Method => "#[rate_limit] tonic method",
             Kind::Request => "layer request",
+            Kind::GrpcRequest => "layer gRPC call",
             Kind::ResetScope => "reset_scope",
             Kind::Scoped => "scope(..).check",
             Kind::Acquire => "acquire (concurrency)",
@@ -525,7 +530,10 @@ impl Traffic {
                 } else {
                     USERS[rng.below(USERS.len() as u64) as usize]
                 };
-                self.call(&mut record, function, user, deadline).await;
+                // Half of them as tonic methods, where the function has one.
+                let grpc = rng.below(2) == 0;
+                self.call(&mut record, (function, grpc), user, deadline)
+                    .await;
             }
             730..860 => {
                 // `/search` the least: each of its checks trims a log to its second.
@@ -535,7 +543,13 @@ impl Traffic {
                     _ => Route::Search,
                 };
                 let user = USERS[rng.below(USERS.len() as u64) as usize];
-                record.kind = Kind::Request;
+                // A third of them gRPC calls, answered with statuses.
+                let grpc = rng.below(3) == 0;
+                record.kind = if grpc {
+                    Kind::GrpcRequest
+                } else {
+                    Kind::Request
+                };
                 record.limits = self.of(Caller::Route(route, user), 1);
                 record.bound = self.bound(2, Duration::ZERO);
                 // Through the application server whose limiter fails closed, which never
@@ -546,13 +560,12 @@ impl Traffic {
                     self.limiters[CLOSED].failure_policy(),
                     FailurePolicy::Closed
                 );
-                let status =
-                    within(deadline, callers::request(&self.router, route.path(), user)).await;
-                record.outcome = match status {
+                let answer = callers::request(&self.router, route.path(), user, grpc);
+                record.outcome = match within(deadline, answer).await {
                     None => Outcome::Cancelled,
-                    Some(StatusCode::OK) => Outcome::Admitted,
-                    Some(StatusCode::TOO_MANY_REQUESTS) => Outcome::Denied,
-                    Some(_) => Outcome::Error,
+                    Some(Ok(())) => Outcome::Admitted,
+                    Some(Err(Refused::Denied)) => Outcome::Denied,
+                    Some(Err(Refused::Failed)) => Outcome::Error,
                 };
             }
             860..875 => {
@@ -575,7 +588,8 @@ impl Traffic {
             }
             _ if draw < 985 || !self.solo_reset_due() => {
                 // The solo function: called by this limiter only.
-                self.call(&mut record, Function::Solo, SOLO, deadline).await;
+                self.call(&mut record, (Function::Solo, false), SOLO, deadline)
+                    .await;
             }
             _ => {
                 // Its scope, reset by this limiter only, and every reset of it stopped by its
@@ -742,21 +756,31 @@ impl Traffic {
             .collect()
     }
 
-    /// A call of `function` for `user` into `record`.
+    /// A call of `function` for `user` into `record` (as its tonic method when `grpc`).
     async fn call(
         &self,
         record: &mut Record,
-        function: Function,
+        (function, grpc): (Function, bool),
         user: &'static str,
         deadline: Option<Duration>,
     ) {
+        let grpc = grpc && function.is_method();
+        if grpc {
+            // A tonic method tells no limit's answer: through the limiter failing closed,
+            // which never admits by its policy.
+            record.limiter = CLOSED;
+        }
         let limiter = &self.limiters[record.limiter];
-        record.kind = Kind::Function;
+        record.kind = if grpc { Kind::Method } else { Kind::Function };
         record.limits = self.of(Caller::Function(function, user), 1);
         record.bound = self.bound(2, Duration::ZERO);
-        match within(deadline, function.call(limiter, user)).await {
+        match within(deadline, function.call(limiter, user, grpc)).await {
             None => record.outcome = Outcome::Cancelled,
-            Some(Ok(answered)) => {
+            Some(Ok(None)) => {
+                record.sources = vec![source(false); record.limits.len()];
+                record.outcome = outcome(true, &record.sources);
+            }
+            Some(Ok(Some(answered))) => {
                 // Matched by period: a function's limits have distinct periods.
                 record.sources = record
                     .limits
@@ -778,8 +802,8 @@ impl Traffic {
                     .collect();
                 record.outcome = outcome(true, &record.sources);
             }
-            Some(Err(error)) if error.is_denied() => record.outcome = Outcome::Denied,
-            Some(Err(_)) => record.outcome = Outcome::Error,
+            Some(Err(Refused::Denied)) => record.outcome = Outcome::Denied,
+            Some(Err(Refused::Failed)) => record.outcome = Outcome::Error,
         }
     }
 
