@@ -204,15 +204,19 @@ fn parse_forwarded(entry: &str) -> Option<IpAddr> {
 
 impl KeyExtractor for PeerIp {
     fn extract(&self, parts: &Parts) -> Option<String> {
-        let Some(peer) = peer_address(parts) else {
+        let Some(peer) = connect_info(parts) else {
             if !self.warned.swap(true, Ordering::Relaxed) {
                 let detail = no_peer_address(parts);
                 tracing::error!(
-                    "PeerIp found no peer address ({detail}); requests are answered 500 (gRPC: INTERNAL) meanwhile"
+                    "PeerIp found no connect info ({detail}); requests are answered 500 \
+                     (gRPC calls INTERNAL) meanwhile"
                 );
             }
             return None;
         };
+        // Connect info without the peer's address (its lookup failed): the request has no
+        // key.
+        let peer = peer?;
         let forwarded = parts
             .headers
             .get_all("x-forwarded-for")
@@ -224,35 +228,36 @@ impl KeyExtractor for PeerIp {
     }
 
     fn setup_error(&self, parts: &Parts) -> Option<Cow<'static, str>> {
-        peer_address(parts)
+        connect_info(parts)
             .is_none()
             .then(|| Cow::Borrowed(no_peer_address(parts)))
     }
 }
 
 /// The peer's address, as axum's `ConnectInfo<SocketAddr>` or (feature `tonic`) a tonic
-/// server's `TcpConnectInfo` gives it.
-fn peer_address(parts: &Parts) -> Option<SocketAddr> {
+/// server's `TcpConnectInfo` gives it; `None` when the request has neither, `Some(None)` when
+/// a tonic server could not tell the address of a TCP peer.
+fn connect_info(parts: &Parts) -> Option<Option<SocketAddr>> {
     if let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
-        return Some(*peer);
+        return Some(Some(*peer));
     }
     #[cfg(feature = "tonic")]
     if let Some(info) = parts
         .extensions
         .get::<::tonic::transport::server::TcpConnectInfo>()
     {
-        return info.remote_addr();
+        return Some(info.remote_addr());
     }
     None
 }
 
 /// The detail of the answer to a request that reached a [`PeerIp`] layer without the peer's
-/// address: how to serve an axum router, or (feature `tonic`) a tonic server, so that it has
-/// one.
+/// address: how to serve an axum router so that it has one, and (feature `tonic`) for a gRPC
+/// call, a tonic server too.
 fn no_peer_address(parts: &Parts) -> &'static str {
     #[cfg(feature = "tonic")]
-    if crate::tonic::status::is_grpc(&parts.headers) {
-        return NO_TCP_CONNECT_INFO;
+    if crate::tonic::status::is_grpc(parts) {
+        return NO_GRPC_PEER_ADDRESS;
     }
     let _ = parts;
     NO_CONNECT_INFO
@@ -264,13 +269,15 @@ const NO_CONNECT_INFO: &str = "the server cannot tell the client's address, whic
     limit is keyed by: serve the router with \
     `into_make_service_with_connect_info::<SocketAddr>()`";
 
-/// The message of an `INTERNAL` status for a gRPC request that reached a [`PeerIp`] layer
-/// without the peer's address (a tonic server on a Unix socket, or behind TLS).
+/// The message of an `INTERNAL` status for a gRPC call that reached a [`PeerIp`] layer
+/// without the peer's address: a tonic server on a Unix socket or behind TLS, or an axum
+/// router served without connect info.
 #[cfg(feature = "tonic")]
-pub(crate) const NO_TCP_CONNECT_INFO: &str = "the server cannot tell the client's address, \
-    which its rate limit is keyed by: serve the tonic server over TCP without TLS \
-    (`Server::serve`, or `serve_with_incoming` of TCP streams), or key the requests by a \
-    metadata entry (`MetadataKey`)";
+const NO_GRPC_PEER_ADDRESS: &str = "the server cannot tell the client's address, which its \
+    rate limit is keyed by: serve a tonic server over TCP without TLS (`Server::serve`, or \
+    `serve_with_incoming` of TCP streams), an axum router with \
+    `into_make_service_with_connect_info::<SocketAddr>()`, or key the requests by a metadata \
+    entry (`MetadataKey`)";
 
 /// An IP address or a CIDR range of them, such as `10.0.0.7`, `10.0.0.0/8` or `fd00::/8`:
 /// the proxies [`PeerIp`] believes. An IPv4-mapped IPv6 address or range

@@ -43,7 +43,7 @@ const DEFAULT_SCOPE: &str = "layer";
 ///   by default `400 Bad Request` with a problem+json body; but `500` when the server is set
 ///   up so that no request can have one ([`KeyExtractor::setup_error`]: a [`PeerIp`](super::PeerIp) router
 ///   served without connect info), its problem's `detail` saying how to fix it.
-/// - A gRPC request (`content-type: application/grpc`, alone or with a subtype), with the
+/// - A gRPC call (a `POST` of `content-type: application/grpc`, alone or with a subtype), with the
 ///   `tonic` feature: each of these answered with a gRPC status instead (`RESOURCE_EXHAUSTED`,
 ///   `UNAVAILABLE`, `INVALID_ARGUMENT`, `INTERNAL`), trailers-only, as the `tonic` module lists;
 ///   so the layer serves tonic servers, and routers serving gRPC beside HTTP. Without the
@@ -380,7 +380,7 @@ where
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             #[cfg(feature = "tonic")]
-            let grpc = crate::tonic::status::is_grpc(&parts.headers);
+            let grpc = crate::tonic::status::is_grpc(&parts);
             #[cfg(not(feature = "tonic"))]
             let grpc = false;
             let Some(key) = config.key.extract(&parts) else {

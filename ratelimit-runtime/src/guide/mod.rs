@@ -102,7 +102,7 @@ pub mod grpc {
     #![cfg_attr(feature = "tonic", doc = include_str!("grpc_links.md"))]
     #![cfg_attr(
         not(feature = "tonic"),
-        doc = "\n[tonic]: crate#feature-flags\n[RateLimitLayer]: crate#feature-flags\n\
+        doc = "\n\n[tonic]: crate#feature-flags\n[RateLimitLayer]: crate#feature-flags\n\
                [PeerIp]: crate#feature-flags\n[MetadataKey]: crate#feature-flags\n\
                [concurrency]: crate#feature-flags\n"
     )]

@@ -50,7 +50,7 @@
 //! # The layer on a server
 //!
 //! [`RateLimitLayer`] is the `axum` feature's layer: tonic servers are tower services of
-//! `http::Request`s, and the layer answers a gRPC request (its `content-type`
+//! `http::Request`s, and the layer answers a gRPC call (a `POST` whose `content-type` is
 //! `application/grpc`, alone or with a subtype) with the statuses below instead of HTTP
 //! responses, before the service runs. It keys requests by the peer's address ([`PeerIp`],
 //! believing `x-forwarded-for` from trusted proxies only), by a metadata entry
@@ -63,8 +63,10 @@
 //! use ratelimit_runtime::{Limiter, Rate};
 //!
 //! # async fn run(routes: tonic::service::Routes) -> Result<(), Box<dyn std::error::Error>> {
+//! // The attribute's default limiter (Redis when `REDIS_URL` is set), or one of your own.
+//! let limiter: Limiter = ratelimit_runtime::global().clone();
 //! let per_key = RateLimitLayer::new(
-//!     Limiter::memory(),
+//!     limiter,
 //!     Rate::new(100, Duration::from_secs(60))?,
 //!     MetadataKey::new("x-api-key"),
 //! )
@@ -83,10 +85,11 @@
 //! (or, with TLS, by a closure reading `TlsConnectInfo<TcpConnectInfo>`); a [`PeerIp`] layer
 //! there answers every request `INTERNAL`, naming this fix.
 //!
-//! Admitted calls get the `ratelimit-policy` and `ratelimit` fields as response metadata. A
-//! concurrency limit ([`RateLimitLayer::concurrency`]) holds a call's slot until its response
-//! stream ends. Limits apply to calls, not to the messages of a stream: a stream of a thousand
-//! messages is one call.
+//! Admitted calls get the `ratelimit-policy` and `ratelimit` fields as response metadata,
+//! unless the service set its own (a method under `#[rate_limit]` that denies sets its
+//! limit's). A concurrency limit ([`RateLimitLayer::concurrency`]) holds a call's slot until
+//! its response stream ends. Limits apply to calls, not to the messages of a stream: a stream
+//! of a thousand messages is one call.
 //!
 //! # Statuses
 //!
@@ -97,7 +100,7 @@
 //! | [`CostTooHigh`](crate::RateLimitError::CostTooHigh) | `INVALID_ARGUMENT` | its `Display` | | |
 //! | [`InvalidInput`](crate::RateLimitError::InvalidInput), [`InvalidConfig`](crate::RateLimitError::InvalidConfig) (logged at error level) | `INTERNAL` | `the rate limit could not be checked` | | |
 //! | the layer: no key in the request | `INVALID_ARGUMENT` | `the request does not carry what its rate limit is keyed by` | | |
-//! | the layer: a [`PeerIp`] layer on a server that gives no peer address | `INTERNAL` | ``the server cannot tell the client's address, which its rate limit is keyed by: serve the tonic server over TCP without TLS (`Server::serve`, or `serve_with_incoming` of TCP streams), or key the requests by a metadata entry (`MetadataKey`)`` | | |
+//! | the layer: a [`PeerIp`] layer on a server that gives no peer address | `INTERNAL` | ``the server cannot tell the client's address, which its rate limit is keyed by: serve a tonic server over TCP without TLS (`Server::serve`, or `serve_with_incoming` of TCP streams), an axum router with `into_make_service_with_connect_info::<SocketAddr>()`, or key the requests by a metadata entry (`MetadataKey`)`` | | |
 //!
 //! The messages name the scope, never the key (keys may hold user identifiers). The
 //! `QuotaFailure` holds a violation per limit that denied the call: its `subject` the scope,
@@ -118,5 +121,7 @@ pub use crate::axum::{IpRange, KeyExtractor, PeerIp, RateLimitLayer, RateLimitSe
 /// Keys requests by the value of an ASCII metadata entry, such as an API key
 /// (`MetadataKey::new("x-api-key")`): the `axum` feature's [`HeaderKey`](crate::axum::HeaderKey),
 /// since a gRPC request's metadata entries are its headers. A request without it, or with a
-/// value that is empty, has no key: it is answered `INVALID_ARGUMENT`.
+/// value that is empty, has no key: it is answered `INVALID_ARGUMENT`. Key by ASCII entries:
+/// a binary (`-bin`) entry's value is keyed as sent, its base64 text, which a client may write
+/// in more than one way (padded or not) and so be counted under more than one key.
 pub type MetadataKey = crate::axum::HeaderKey;

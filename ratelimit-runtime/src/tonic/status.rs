@@ -119,17 +119,21 @@ pub(crate) fn setup_error(detail: &str) -> Status {
     Status::internal(detail)
 }
 
-/// Whether `headers` are a gRPC request's: its content type `application/grpc`, alone or
-/// with a subtype (`application/grpc+proto`).
-pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| {
-            value
-                .strip_prefix("application/grpc")
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['+', ';']))
-        })
+/// Whether `request` is a gRPC call: a `POST` whose content type is `application/grpc`,
+/// alone or with a subtype (`application/grpc+proto`) or parameters, in any case (a media
+/// type's name is case-insensitive).
+pub(crate) fn is_grpc(request: &http::request::Parts) -> bool {
+    const GRPC: &[u8] = b"application/grpc";
+    request.method == http::Method::POST
+        && request
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .map(HeaderValue::as_bytes)
+            .is_some_and(|value| {
+                value.len() >= GRPC.len()
+                    && value[..GRPC.len()].eq_ignore_ascii_case(GRPC)
+                    && matches!(value.get(GRPC.len()), None | Some(b'+' | b';'))
+            })
 }
 
 #[cfg(test)]
@@ -263,22 +267,27 @@ mod tests {
     }
 
     #[test]
-    fn grpc_requests_are_told_by_their_content_type() {
-        let of = |content_type: &str| {
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_str(content_type).unwrap(),
-            );
-            is_grpc(&headers)
+    fn grpc_calls_are_told_by_their_method_and_content_type() {
+        let of = |method: http::Method, content_type: &str| {
+            let request = http::Request::builder()
+                .method(method)
+                .header(http::header::CONTENT_TYPE, content_type)
+                .body(())
+                .unwrap();
+            is_grpc(&request.into_parts().0)
         };
-        assert!(of("application/grpc"));
-        assert!(of("application/grpc+proto"));
-        assert!(of("application/grpc;charset=utf-8"));
-        assert!(!of("application/grpc-web"));
-        assert!(!of("application/grpcx"));
-        assert!(!of("application/json"));
-        assert!(!is_grpc(&HeaderMap::new()));
+        let post = |content_type| of(http::Method::POST, content_type);
+        assert!(post("application/grpc"));
+        assert!(post("application/grpc+proto"));
+        assert!(post("application/grpc;charset=utf-8"));
+        assert!(post("Application/GRPC"));
+        assert!(!post("application/grpc-web"));
+        assert!(!post("application/grpcx"));
+        assert!(!post("application/json"));
+        assert!(!post("application/grp"));
+        assert!(!of(http::Method::GET, "application/grpc"));
+        let bare = http::Request::post("/").body(()).unwrap().into_parts().0;
+        assert!(!is_grpc(&bare));
     }
 
     #[test]

@@ -290,13 +290,12 @@ impl Function {
         }
     }
 
-    /// Whether it is a tonic method of [`Service`] too.
-    pub(crate) fn is_method(self) -> bool {
-        matches!(self, Function::Named | Function::StackedNamed)
-    }
+    /// The functions that are tonic methods of [`Service`] too.
+    pub(crate) const METHODS: [Function; 2] = [Function::Named, Function::StackedNamed];
 
-    /// Calls it for `user` with `limiter`: as its tonic method when `grpc` and it is one,
-    /// which tells no limit's answer (`None`), else as a function.
+    /// Calls it for `user` with `limiter`: as its tonic method when `grpc` (one of
+    /// [`METHODS`](Function::METHODS)), which tells no limit's answer (`None`), else as a
+    /// function.
     pub(crate) async fn call(
         self,
         limiter: &Limiter,
@@ -305,6 +304,7 @@ impl Function {
     ) -> Result<Option<Answered>, Refused> {
         let request = || tonic::Request::new(user.to_owned());
         let service = || Grpc(limiter.clone());
+        debug_assert!(!grpc || Function::METHODS.contains(&self));
         let answered = match self {
             Function::Named if grpc => {
                 return Ok(service().login(request()).await.map(|_| None)?);

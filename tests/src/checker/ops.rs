@@ -519,19 +519,27 @@ impl Traffic {
                 record.outcome = done(within(deadline, limiter.reset(&key)).await);
             }
             575..730 => {
-                // Half of them to a leased function, so that its windows fill.
-                let function = if rng.below(2) == 0 {
-                    [Function::Leased, Function::LeasedCounter][rng.below(2) as usize]
-                } else {
-                    Function::SHARED[rng.below(Function::SHARED.len() as u64) as usize]
+                // Half of them to a leased function, so that its windows fill; a sixth to
+                // a function's tonic method, whose limits its plain twin shares.
+                let (function, grpc) = match rng.below(6) {
+                    0..3 => (
+                        [Function::Leased, Function::LeasedCounter][rng.below(2) as usize],
+                        false,
+                    ),
+                    3 => (
+                        Function::METHODS[rng.below(Function::METHODS.len() as u64) as usize],
+                        true,
+                    ),
+                    _ => (
+                        Function::SHARED[rng.below(Function::SHARED.len() as u64) as usize],
+                        false,
+                    ),
                 };
                 let user = if function.leased() {
                     USERS[0]
                 } else {
                     USERS[rng.below(USERS.len() as u64) as usize]
                 };
-                // Half of them as tonic methods, where the function has one.
-                let grpc = rng.below(2) == 0;
                 self.call(&mut record, (function, grpc), user, deadline)
                     .await;
             }
@@ -764,7 +772,6 @@ impl Traffic {
         user: &'static str,
         deadline: Option<Duration>,
     ) {
-        let grpc = grpc && function.is_method();
         if grpc {
             // A tonic method tells no limit's answer: through the limiter failing closed,
             // which never admits by its policy.

@@ -12,7 +12,7 @@ use examples::grpc::echo::echo_server::EchoServer;
 use examples::grpc::echo::{EchoReply, EchoRequest};
 use examples::grpc::{Echo, LimitedEcho};
 use hyper_util::rt::TokioIo;
-use ratelimit_runtime::tonic::{MetadataKey, PeerIp, RateLimitLayer};
+use ratelimit_runtime::tonic::{KeyExtractor, MetadataKey, PeerIp, RateLimitLayer};
 use ratelimit_runtime::{Concurrency, Limiter, Rate};
 use tests::TestRedis;
 use tokio_stream::StreamExt as _;
@@ -64,6 +64,41 @@ async fn on_unix_socket<F: Future<Output = Served> + Send + 'static>(
         .await
         .unwrap();
     EchoClient::new(channel)
+}
+
+/// Where a test's server listens.
+#[derive(Clone, Copy)]
+enum Socket<'a> {
+    Tcp,
+    /// A Unix socket in this directory.
+    Unix(&'a tempfile::TempDir),
+}
+
+/// Serves `echo` under `layer` on `socket`; a client of it.
+async fn serve_layered<K: KeyExtractor>(
+    layer: RateLimitLayer<K>,
+    echo: Echo,
+    socket: Socket<'_>,
+) -> Client {
+    let router = Server::builder()
+        .layer(layer)
+        .add_service(EchoServer::new(echo));
+    match socket {
+        Socket::Tcp => on_tcp(|incoming| router.serve_with_incoming(incoming)).await,
+        Socket::Unix(dir) => {
+            on_unix_socket(dir, |incoming| router.serve_with_incoming(incoming)).await
+        }
+    }
+}
+
+/// Serves `service`, whose methods the attribute limits, over TCP; a client of it.
+async fn serve_attributed(service: LimitedEcho) -> Client {
+    on_tcp(|incoming| {
+        Server::builder()
+            .add_service(EchoServer::new(service))
+            .serve_with_incoming(incoming)
+    })
+    .await
 }
 
 /// A request of `user`, with `metadata` entries.
@@ -144,13 +179,7 @@ fn read_denial(status: &Status) -> (Duration, (String, String, String, i64)) {
 async fn a_denial_over_tcp_carries_retry_info_quota_failure_and_pushback() {
     let layer =
         RateLimitLayer::new(Limiter::memory(), per_minute(2), PeerIp::new()).scope("grpc-peer");
-    let mut client = on_tcp(|incoming| {
-        Server::builder()
-            .layer(layer)
-            .add_service(EchoServer::new(Echo))
-            .serve_with_incoming(incoming)
-    })
-    .await;
+    let mut client = serve_layered(layer, Echo::default(), Socket::Tcp).await;
     for remaining in [1, 0] {
         let reply = client.unary(request("ana", &[])).await.unwrap();
         assert_eq!(reply.get_ref().message, "hi");
@@ -205,10 +234,12 @@ fn first_admitted<T>(attempt: u32, result: Result<T, Status>, kind: &str) -> Opt
 
 /// Calls every kind of call of `client` as `user` (each kind as a user of its own): the first
 /// of each admitted and answered in full, the second denied by the call itself (the answer is
-/// trailers-only: no stream to read), `RESOURCE_EXHAUSTED`, scope `echo`.
-async fn each_kind_admits_once(client: &mut Client, user: &str) {
+/// trailers-only: no stream to read), `RESOURCE_EXHAUSTED`, scope `echo`, its handler never
+/// run (`handled` counts the calls that reached one).
+async fn each_kind_admits_once(client: &mut Client, user: &str, handled: impl Fn() -> u64) {
     let metadata = |kind: &str| format!("{user}-{kind}");
     for attempt in 0..2 {
+        let before = handled();
         let unary_user = metadata("unary");
         let unary = client
             .unary(request(&unary_user, &[("x-user", &unary_user)]))
@@ -233,6 +264,8 @@ async fn each_kind_admits_once(client: &mut Client, user: &str) {
             let replies: Vec<EchoReply> = stream.into_inner().map(Result::unwrap).collect().await;
             assert_eq!(replies.len(), 2);
         }
+        let ran = if attempt == 0 { 4 } else { 0 };
+        assert_eq!(handled() - before, ran, "handlers run on attempt {attempt}");
     }
 }
 
@@ -242,22 +275,14 @@ async fn each_kind_admits_once(client: &mut Client, user: &str) {
 async fn every_kind_of_call_is_denied_before_its_handler() {
     let layer = RateLimitLayer::new(Limiter::memory(), per_minute(1), MetadataKey::new("x-user"))
         .scope("echo");
-    let mut by_layer = on_tcp(|incoming| {
-        Server::builder()
-            .layer(layer)
-            .add_service(EchoServer::new(Echo))
-            .serve_with_incoming(incoming)
-    })
-    .await;
-    each_kind_admits_once(&mut by_layer, "layer").await;
+    let echo = Echo::default();
+    let served = echo.clone();
+    let mut by_layer = serve_layered(layer, served, Socket::Tcp).await;
+    each_kind_admits_once(&mut by_layer, "layer", || echo.handled()).await;
     let service = LimitedEcho::new(Limiter::memory(), per_minute(1));
-    let mut by_attribute = on_tcp(|incoming| {
-        Server::builder()
-            .add_service(EchoServer::new(service))
-            .serve_with_incoming(incoming)
-    })
-    .await;
-    each_kind_admits_once(&mut by_attribute, "attribute").await;
+    let served = service.clone();
+    let mut by_attribute = serve_attributed(served).await;
+    each_kind_admits_once(&mut by_attribute, "attribute", || service.handled()).await;
 }
 
 /// The layer and the attribute, in one scope on one Redis, deny alike: the same code, the same
@@ -268,21 +293,10 @@ async fn the_layer_and_the_attribute_answer_alike() {
     let limiter = || Limiter::builder().redis_url(redis.url()).build().unwrap();
     let layer =
         RateLimitLayer::new(limiter(), per_minute(1), MetadataKey::new("x-user")).scope("echo");
-    let mut by_layer = on_tcp(|incoming| {
-        Server::builder()
-            .layer(layer)
-            .add_service(EchoServer::new(Echo))
-            .serve_with_incoming(incoming)
-    })
-    .await;
+    let mut by_layer = serve_layered(layer, Echo::default(), Socket::Tcp).await;
     let service = LimitedEcho::new(limiter(), per_minute(1));
-    let mut by_attribute = on_tcp(|incoming| {
-        Server::builder()
-            .add_service(EchoServer::new(service))
-            .serve_with_incoming(incoming)
-    })
-    .await;
-    // Users of their own: one scope's layer and attribute share a user's log.
+    let mut by_attribute = serve_attributed(service).await;
+    // Users of their own: which logs a layer and an attribute share is the keys page's.
     let mut answers = Vec::new();
     for (client, user) in [
         (&mut by_layer, "bea-layer"),
@@ -323,13 +337,7 @@ async fn a_unix_socket_is_keyed_by_metadata() {
         MetadataKey::new("x-api-key"),
     )
     .scope("unix");
-    let mut client = on_unix_socket(&dir, |incoming| {
-        Server::builder()
-            .layer(layer)
-            .add_service(EchoServer::new(Echo))
-            .serve_with_incoming(incoming)
-    })
-    .await;
+    let mut client = serve_layered(layer, Echo::default(), Socket::Unix(&dir)).await;
     let keyed = || request("cy", &[("x-api-key", "k1")]);
     client.unary(keyed()).await.unwrap();
     let denied = client.unary(keyed()).await.unwrap_err();
@@ -348,20 +356,15 @@ async fn a_unix_socket_is_keyed_by_metadata() {
 
     let dir = tempfile::tempdir().unwrap();
     let layer = RateLimitLayer::new(Limiter::memory(), per_minute(1), PeerIp::new());
-    let mut client = on_unix_socket(&dir, |incoming| {
-        Server::builder()
-            .layer(layer)
-            .add_service(EchoServer::new(Echo))
-            .serve_with_incoming(incoming)
-    })
-    .await;
+    let mut client = serve_layered(layer, Echo::default(), Socket::Unix(&dir)).await;
     let no_address = client.unary(request("cy", &[])).await.unwrap_err();
     assert_eq!(no_address.code(), Code::Internal);
     assert_eq!(
         no_address.message(),
         "the server cannot tell the client's address, which its rate limit is keyed by: serve \
-         the tonic server over TCP without TLS (`Server::serve`, or `serve_with_incoming` of \
-         TCP streams), or key the requests by a metadata entry (`MetadataKey`)"
+         a tonic server over TCP without TLS (`Server::serve`, or `serve_with_incoming` of TCP \
+         streams), an axum router with `into_make_service_with_connect_info::<SocketAddr>()`, \
+         or key the requests by a metadata entry (`MetadataKey`)"
     );
 }
 
@@ -370,20 +373,9 @@ async fn a_unix_socket_is_keyed_by_metadata() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_cannot_answer_is_unavailable() {
     let layer = RateLimitLayer::new(unavailable_limiter().await, per_minute(1), PeerIp::new());
-    let mut by_layer = on_tcp(|incoming| {
-        Server::builder()
-            .layer(layer)
-            .add_service(EchoServer::new(Echo))
-            .serve_with_incoming(incoming)
-    })
-    .await;
+    let mut by_layer = serve_layered(layer, Echo::default(), Socket::Tcp).await;
     let service = LimitedEcho::new(unavailable_limiter().await, per_minute(1));
-    let mut by_attribute = on_tcp(|incoming| {
-        Server::builder()
-            .add_service(EchoServer::new(service))
-            .serve_with_incoming(incoming)
-    })
-    .await;
+    let mut by_attribute = serve_attributed(service).await;
     for client in [&mut by_layer, &mut by_attribute] {
         let status = client.unary(request("dee", &[])).await.unwrap_err();
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
@@ -413,13 +405,7 @@ async fn a_concurrency_limit_holds_a_stream_until_it_ends() {
         MetadataKey::new("x-user"),
     )
     .scope("streams");
-    let mut client = on_tcp(|incoming| {
-        Server::builder()
-            .layer(layer)
-            .add_service(EchoServer::new(Echo))
-            .serve_with_incoming(incoming)
-    })
-    .await;
+    let mut client = serve_layered(layer, Echo::default(), Socket::Tcp).await;
     // The first call's requests go on until `sender` is dropped.
     let (sender, receiver) = tokio::sync::mpsc::channel::<EchoRequest>(1);
     let open = with_metadata(
@@ -473,7 +459,7 @@ async fn a_concurrency_limit_holds_a_stream_until_it_ends() {
 /// HTTP client gets HTTP answers, a gRPC client gRPC statuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_axum_router_answers_grpc_clients_with_statuses() {
-    let grpc = tonic::service::Routes::new(EchoServer::new(Echo)).into_axum_router();
+    let grpc = tonic::service::Routes::new(EchoServer::new(Echo::default())).into_axum_router();
     let app = grpc
         .route("/health", axum::routing::get(|| async { "ok" }))
         .layer(
