@@ -488,4 +488,50 @@ mod tests {
         assert_eq!(key.extract(&parts(Some("  "))), None);
         assert_eq!(key.extract(&parts(None)), None);
     }
+
+    /// The peer's address from axum's `ConnectInfo` or a tonic server's `TcpConnectInfo`;
+    /// without either the server's setup is at fault, and the answer says how to fix it for
+    /// the kind of request; a tonic server that could not tell the address gives a request
+    /// without a key, not a setup error.
+    #[cfg(feature = "tonic")]
+    #[test]
+    fn the_peer_comes_from_axum_or_tonic_connect_info() {
+        use ::tonic::transport::server::TcpConnectInfo;
+
+        let peer: SocketAddr = "192.0.2.7:4000".parse().unwrap();
+        let request = |method: http::Method, grpc: bool| {
+            let mut request = Request::builder().method(method);
+            if grpc {
+                request = request.header(http::header::CONTENT_TYPE, "application/grpc");
+            }
+            request.body(()).unwrap().into_parts().0
+        };
+        let key = PeerIp::new();
+        let mut axum = request(http::Method::GET, false);
+        axum.extensions.insert(ConnectInfo(peer));
+        assert_eq!(key.extract(&axum).as_deref(), Some("192.0.2.7"));
+        let tonic = |remote_addr| {
+            let mut parts = request(http::Method::POST, true);
+            parts.extensions.insert(TcpConnectInfo {
+                local_addr: None,
+                remote_addr,
+            });
+            parts
+        };
+        assert_eq!(
+            key.extract(&tonic(Some(peer))).as_deref(),
+            Some("192.0.2.7")
+        );
+        assert_eq!(key.setup_error(&tonic(Some(peer))), None);
+        assert_eq!(key.extract(&tonic(None)), None);
+        assert_eq!(key.setup_error(&tonic(None)), None);
+        let grpc = request(http::Method::POST, true);
+        assert_eq!(key.extract(&grpc), None);
+        assert_eq!(
+            key.setup_error(&grpc).as_deref(),
+            Some(NO_GRPC_PEER_ADDRESS)
+        );
+        let http = request(http::Method::GET, true);
+        assert_eq!(key.setup_error(&http).as_deref(), Some(NO_CONNECT_INFO));
+    }
 }

@@ -99,7 +99,8 @@ pub mod http {
 // Built whatever the features, as `http`: its examples run where `tonic` is on.
 pub mod grpc {
     #![doc = include_str!("grpc.md")]
-    #![cfg_attr(feature = "tonic", doc = include_str!("grpc_links.md"))]
+    // The page ends with a paragraph, which a link definition must not follow directly.
+    #![cfg_attr(feature = "tonic", doc = concat!("\n\n", include_str!("grpc_links.md")))]
     #![cfg_attr(
         not(feature = "tonic"),
         doc = "\n\n[tonic]: crate#feature-flags\n[RateLimitLayer]: crate#feature-flags\n\

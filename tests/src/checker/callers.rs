@@ -450,3 +450,59 @@ pub(crate) async fn request(
         _ => Err(Refused::Failed),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use ratelimit_runtime::FailurePolicy;
+    use ratelimit_runtime::testing::ManualClock;
+
+    use super::*;
+
+    /// An in-process limiter on a clock that stands still: a window never ends in a test.
+    fn still() -> Limiter {
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        Limiter::builder().clock(clock).build().expect("a limiter")
+    }
+
+    /// The checker reads a gRPC answer (a status) as its client does, and as it reads the plain
+    /// answer of the same limit: admitted, then denied once the limit is spent, and failed when
+    /// the store cannot answer under `Closed`. Otherwise its judges would not see what the
+    /// gRPC callers were told.
+    #[tokio::test(flavor = "current_thread")]
+    async fn grpc_answers_are_read_as_the_plain_ones() {
+        let closed = Limiter::builder()
+            .redis_url("redis://127.0.0.1:1/")
+            .failure_policy(FailurePolicy::Closed)
+            .timeout(Duration::from_millis(200))
+            .build()
+            .expect("a limiter");
+        for grpc in [false, true] {
+            let limited = router(&still());
+            let mut read = Vec::new();
+            for _ in 0..=login_rate().threshold() {
+                read.push(request(&limited, "/login", "u", grpc).await);
+            }
+            assert_eq!(read[..10], [Ok(()); 10], "grpc: {grpc}");
+            assert_eq!(read[10], Err(Refused::Denied), "grpc: {grpc}");
+            let down = request(&router(&closed), "/login", "u", grpc).await;
+            assert_eq!(down, Err(Refused::Failed), "grpc: {grpc}");
+
+            for (function, threshold) in [(Function::Named, 5), (Function::StackedNamed, 3)] {
+                let limiter = still();
+                let mut called = Vec::new();
+                for _ in 0..=threshold {
+                    let answer = function.call(&limiter, "u", grpc).await;
+                    // A tonic method tells no limit's answer; a function every limit's.
+                    called.push(answer.map(|answered| answered.is_some()));
+                }
+                let admitted = vec![Ok(!grpc); threshold];
+                assert_eq!(called[..threshold], admitted, "{function:?}, grpc: {grpc}");
+                assert_eq!(called[threshold], Err(Refused::Denied), "{function:?}");
+                let down = function.call(&closed, "u", grpc).await.map(drop);
+                assert_eq!(down, Err(Refused::Failed), "{function:?}, grpc: {grpc}");
+            }
+        }
+    }
+}

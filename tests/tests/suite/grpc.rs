@@ -326,6 +326,42 @@ async fn the_layer_and_the_attribute_answer_alike() {
     );
 }
 
+/// Under a layer and the attribute at once: an admitted call carries the layer's fields, a
+/// call the method denies the method's (the layer keeps a service's own), and counts in the
+/// layer's limit all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_both_a_denial_carries_the_fields_of_the_limit_that_denied() {
+    let limiter = Limiter::memory();
+    let layer = RateLimitLayer::new(limiter.clone(), per_minute(3), MetadataKey::new("x-user"))
+        .scope("server");
+    let service = LimitedEcho::new(limiter, per_minute(1));
+    let mut client = on_tcp(|incoming| {
+        Server::builder()
+            .layer(layer)
+            .add_service(EchoServer::new(service))
+            .serve_with_incoming(incoming)
+    })
+    .await;
+    let call = || request("gus", &[("x-user", "gus")]);
+    let admitted = client.unary(call()).await.unwrap();
+    let policy = |metadata: &tonic::metadata::MetadataMap| {
+        metadata
+            .get("ratelimit-policy")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(policy(admitted.metadata()), r#""default";q=3;w=60"#);
+    let by_method = client.unary(call()).await.unwrap_err();
+    assert_eq!(read_denial(&by_method).1.0, "echo");
+    assert_eq!(policy(by_method.metadata()), r#""default";q=1;w=60"#);
+    client.unary(call()).await.unwrap_err();
+    let by_layer = client.unary(call()).await.unwrap_err();
+    assert_eq!(read_denial(&by_layer).1.0, "server");
+    assert_eq!(policy(by_layer.metadata()), r#""default";q=3;w=60"#);
+}
+
 /// On a Unix socket, which gives no peer address: keyed by a metadata entry, a call without
 /// it `INVALID_ARGUMENT`; a `PeerIp` layer there answers `INTERNAL`, naming the fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
