@@ -217,10 +217,12 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     }
 
     /// The response to a request whose key cannot be extracted (default:
-    /// `400 Bad Request`, problem+json). The request is not passed on: a missing key never
-    /// lifts the limit. 400 rather than 429 because waiting does not help: the request lacks
-    /// what the limit is keyed by (a header, a peer address behind a trusted proxy), and
-    /// retrying it as it is would fail again.
+    /// `400 Bad Request`, problem+json; for a gRPC call, with the `tonic` feature,
+    /// `INVALID_ARGUMENT`), to every request, gRPC calls included: answer those with
+    /// `tonic::Status::into_http`. The request is not passed on: a missing key never lifts
+    /// the limit. 400 rather than 429 because waiting does not help: the request lacks what
+    /// the limit is keyed by (a header, a peer address behind a trusted proxy), and retrying
+    /// it as it is would fail again.
     #[must_use]
     pub fn on_missing_key(
         self,
