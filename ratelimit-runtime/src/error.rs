@@ -300,11 +300,12 @@ impl fmt::Display for Denied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let wait = self.decision.retry_after.unwrap_or_default();
         if self.rate.is_concurrency() {
+            let max = self.rate.threshold();
             return write!(
                 f,
-                "concurrency limit reached for `{}`: {} calls in flight; retry after {}.{:03}s",
+                "concurrency limit reached for `{}`: {max} {} in flight; retry after {}.{:03}s",
                 self.scope,
-                self.rate.threshold(),
+                if max == 1 { "call" } else { "calls" },
                 wait.as_secs(),
                 wait.subsec_millis()
             );

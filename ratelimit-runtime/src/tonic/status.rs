@@ -84,7 +84,9 @@ fn pushback_ms(wait: Duration) -> u64 {
 fn violations(denied: &Denied) -> Vec<QuotaViolation> {
     let one = |name: &str, rate: crate::rate::Rate| {
         let description = if rate.is_concurrency() {
-            format!("at most {} calls in flight", rate.threshold())
+            let max = rate.threshold();
+            let calls = if max == 1 { "call" } else { "calls" };
+            format!("at most {max} {calls} in flight")
         } else {
             format!(
                 "at most {} per {}",

@@ -759,7 +759,7 @@ async fn an_explicit_release_waits_for_the_store() {
         let denied = other.acquire("k", limit).await.unwrap_err();
         assert_eq!(
             denied.to_string(),
-            "concurrency limit reached for `concurrency`: 1 calls in flight; retry after 0.100s"
+            "concurrency limit reached for `concurrency`: 1 call in flight; retry after 0.100s"
                 .replace(
                     "0.100",
                     &format!("{:.3}", denied.retry_after().unwrap().as_secs_f64())

@@ -462,7 +462,7 @@ async fn a_concurrency_limit_holds_a_stream_until_it_ends() {
     assert!(
         denied
             .message()
-            .starts_with("concurrency limit reached for `streams`: 1 calls in flight"),
+            .starts_with("concurrency limit reached for `streams`: 1 call in flight"),
         "{}",
         denied.message()
     );
@@ -470,7 +470,7 @@ async fn a_concurrency_limit_holds_a_stream_until_it_ends() {
         read_denial(&denied).1,
         (
             "streams".into(),
-            "at most 1 calls in flight".into(),
+            "at most 1 call in flight".into(),
             "concurrency".into(),
             1
         )
