@@ -259,40 +259,41 @@ impl<K> Config<K> {
     }
 }
 
-/// The default answer to a request without a key: `400`, or a gRPC request's
-/// `INVALID_ARGUMENT`.
-fn missing_key_response(grpc: bool) -> Response {
+/// The detail of the default answer to a request without a key.
+const MISSING_KEY: &str = "the request does not carry what its rate limit is keyed by";
+
+/// The default answer to a request without a key: `400`, or a gRPC call's
+/// `INVALID_ARGUMENT` (retrying it as it is would fail again).
+fn missing_key_response(parts: &Parts) -> Response {
     #[cfg(feature = "tonic")]
-    if grpc {
-        return crate::tonic::status::missing_key().into_http();
+    if crate::tonic::status::is_grpc(parts) {
+        return ::tonic::Status::invalid_argument(MISSING_KEY).into_http();
     }
-    let _ = grpc;
-    problem(
-        StatusCode::BAD_REQUEST,
-        "the request does not carry what its rate limit is keyed by",
-    )
+    let _ = parts;
+    problem(StatusCode::BAD_REQUEST, MISSING_KEY)
 }
 
 /// The answer to a request no request can be keyed by, the server's fault ([`KeyExtractor::setup_error`]):
-/// `500`, or a gRPC request's `INTERNAL`, `detail` naming the fix.
-fn setup_error_response(grpc: bool, detail: &str) -> Response {
+/// `500`, or a gRPC call's `INTERNAL`, `detail` naming the fix.
+fn setup_error_response(parts: &Parts, detail: &str) -> Response {
     #[cfg(feature = "tonic")]
-    if grpc {
-        return crate::tonic::status::setup_error(detail).into_http();
+    if crate::tonic::status::is_grpc(parts) {
+        return ::tonic::Status::internal(detail).into_http();
     }
-    let _ = grpc;
+    let _ = parts;
     problem(StatusCode::INTERNAL_SERVER_ERROR, detail)
 }
 
 /// The answer to a request the layer denies, or cannot check: as [`RateLimitError`]'s
-/// `IntoResponse`, or (feature `tonic`) a gRPC request's status, as its `From` for
-/// `tonic::Status`.
-fn error_response(grpc: bool, error: RateLimitError) -> Response {
+/// `IntoResponse`, or (feature `tonic`) a gRPC call's status, as its `From` for
+/// `tonic::Status`. Whether the request is a gRPC call is asked only here, of the requests
+/// the layer does not pass on.
+fn error_response(parts: &Parts, error: RateLimitError) -> Response {
     #[cfg(feature = "tonic")]
-    if grpc {
+    if crate::tonic::status::is_grpc(parts) {
         return ::tonic::Status::from(error).into_http();
     }
-    let _ = grpc;
+    let _ = parts;
     error.into_response()
 }
 
@@ -381,24 +382,20 @@ where
         let config = Arc::clone(&self.config);
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            #[cfg(feature = "tonic")]
-            let grpc = crate::tonic::status::is_grpc(&parts);
-            #[cfg(not(feature = "tonic"))]
-            let grpc = false;
             let Some(key) = config.key.extract(&parts) else {
                 if let Some(detail) = config.key.setup_error(&parts) {
-                    return Ok(setup_error_response(grpc, &detail));
+                    return Ok(setup_error_response(&parts, &detail));
                 }
                 tracing::debug!(scope = %config.scope, "no rate limit key in the request");
                 return Ok(match &config.on_missing_key {
                     Some(respond) => respond(&parts),
-                    None => missing_key_response(grpc),
+                    None => missing_key_response(&parts),
                 });
             };
             // A concurrency limit holds its slot through the response: checked as one of
             // several, which keeps where it recorded the request.
             if !config.more.is_empty() || config.rate.is_concurrency() {
-                return several(&config, (key, grpc), parts, body, inner).await;
+                return several(&config, key, parts, body, inner).await;
             }
             let stored = match &config.rate_names {
                 Some(names) => rate_key(&config.scope, &key, &names[0]),
@@ -417,11 +414,11 @@ where
             let checked = checking.await;
             let decision = match checked {
                 Ok(decision) => decision,
-                Err(error) => return Ok(error_response(grpc, error)),
+                Err(error) => return Ok(error_response(&parts, error)),
             };
             if !decision.allowed {
                 let denied = Denied::new(config.scope.clone(), Some(key), rate, decision);
-                return Ok(error_response(grpc, denied.into()));
+                return Ok(error_response(&parts, denied.into()));
             }
             let mut response = inner
                 .call(Request::from_parts(parts, body))
@@ -442,7 +439,7 @@ where
 /// A request under a layer of several rates: one check of all of them.
 async fn several<S, K, B>(
     config: &Config<K>,
-    (key, grpc): (String, bool),
+    key: String,
     parts: Parts,
     body: B,
     mut inner: S,
@@ -485,7 +482,7 @@ where
                 let label = Some(Cow::Owned(label.to_owned()));
                 let decisions = Decisions::new(std::iter::once((label, rate, decision)));
                 let denied = Denied::of_several(config.scope.clone(), Some(key), decisions);
-                return Ok(error_response(grpc, denied.into()));
+                return Ok(error_response(&parts, denied.into()));
             }
         };
         limits.push(Limit::new(stored, rate).with_label(label.to_owned()));
@@ -498,17 +495,17 @@ where
     } else if holding {
         match hold(limiter, &config.scope, limits, false).await {
             Ok(checked) => checked,
-            Err(error) => return Ok(error_response(grpc, error)),
+            Err(error) => return Ok(error_response(&parts, error)),
         }
     } else {
         match limiter.checking_all(&config.scope, limits).await {
             Ok(decisions) => (decisions, None),
-            Err(error) => return Ok(error_response(grpc, error)),
+            Err(error) => return Ok(error_response(&parts, error)),
         }
     };
     if !decisions.allowed {
         let denied = Denied::of_several(config.scope.clone(), Some(key), decisions);
-        return Ok(error_response(grpc, denied.into()));
+        return Ok(error_response(&parts, denied.into()));
     }
     // The shadow rates once the others admit: each on its own, reported when it would deny;
     // a shadow concurrency limit's slot held as the others' are.

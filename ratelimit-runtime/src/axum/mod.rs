@@ -42,7 +42,7 @@
 
 mod key;
 mod layer;
-mod response;
+pub(crate) mod response;
 
 pub use self::key::{HeaderKey, IpRange, KeyExtractor, PeerIp};
 pub use self::layer::{RateLimitLayer, RateLimitService};

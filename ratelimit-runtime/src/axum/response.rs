@@ -46,17 +46,24 @@ impl IntoResponse for RateLimitError {
         let status =
             StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = problem(status, &answer.detail);
-        for (name, value) in answer.fields {
-            response
-                .headers_mut()
-                .insert(header_name(name), ascii_value(value));
-        }
-        if let Some(seconds) = answer.retry_after {
-            response
-                .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(seconds));
-        }
+        set_error_fields(response.headers_mut(), answer.fields, answer.retry_after);
         response
+    }
+}
+
+/// Sets an error's fields on `headers` (see [`ErrorResponse`]): a denial's `fields`, and
+/// `Retry-After` of `retry_after` seconds for an answer that is not a denial. The gRPC
+/// statuses (feature `tonic`) carry them as metadata.
+pub(crate) fn set_error_fields(
+    headers: &mut HeaderMap,
+    fields: Vec<(&'static str, String)>,
+    retry_after: Option<u64>,
+) {
+    for (name, value) in fields {
+        headers.insert(header_name(name), ascii_value(value));
+    }
+    if let Some(seconds) = retry_after {
+        headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
     }
 }
 

@@ -1,25 +1,22 @@
 //! [`RateLimitError`] as a gRPC [`Status`]: its code, its message, its rich details
 //! (`google.rpc.RetryInfo`, `google.rpc.QuotaFailure`) and its metadata
-//! (`grpc-retry-pushback-ms` and the RateLimit fields); and the statuses of a request the
-//! layer cannot key.
+//! (`grpc-retry-pushback-ms` and the RateLimit fields); and what a gRPC call is.
 
 use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::request::Parts;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, QuotaViolation, StatusExt as _};
 
+use crate::axum::response::set_error_fields;
 use crate::error::{Denied, RateLimitError};
-use crate::headers::UNAVAILABLE_RETRY_AFTER;
 use crate::problem::ErrorResponse;
 
 /// The metadata entry of gRPC's retry policy: how long a client should wait before its next
 /// attempt, in milliseconds (gRFC A6).
 const RETRY_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
-
-/// The message of [`missing_key`].
-pub(crate) const MISSING_KEY: &str = "the request does not carry what its rate limit is keyed by";
 
 /// `ResourceExhausted` for a denial, `Unavailable` for a store that cannot answer under
 /// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed), `InvalidArgument` for a cost no
@@ -36,29 +33,16 @@ impl From<RateLimitError> for Status {
             RateLimitError::InvalidInput(_) | RateLimitError::InvalidConfig(_) => Code::Internal,
         };
         let mut details = ErrorDetails::new();
-        let mut headers = HeaderMap::new();
-        for (name, value) in answer.fields {
-            if let (Ok(name), Ok(value)) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::try_from(value),
-            ) {
-                headers.insert(name, value);
-            }
-        }
+        // A denial's exact wait; an unavailable store's, the whole seconds it is answered.
         let retry_after = match &error {
             RateLimitError::Denied(denied) => {
                 details.set_quota_failure(violations(denied));
                 denied.decision().retry_after
             }
-            RateLimitError::Unavailable(_) => {
-                headers.insert(
-                    http::header::RETRY_AFTER,
-                    HeaderValue::from(UNAVAILABLE_RETRY_AFTER.as_secs()),
-                );
-                Some(UNAVAILABLE_RETRY_AFTER)
-            }
-            _ => None,
+            _ => answer.retry_after.map(Duration::from_secs),
         };
+        let mut headers = HeaderMap::new();
+        set_error_fields(&mut headers, answer.fields, answer.retry_after);
         if let Some(wait) = retry_after {
             details.set_retry_info(Some(wait));
             headers.insert(RETRY_PUSHBACK, HeaderValue::from(pushback_ms(wait)));
@@ -109,22 +93,10 @@ fn violations(denied: &Denied) -> Vec<QuotaViolation> {
     }
 }
 
-/// The status of a request without the metadata its limit is keyed by: `InvalidArgument`
-/// (retrying it as it is would fail again).
-pub(crate) fn missing_key() -> Status {
-    Status::invalid_argument(MISSING_KEY)
-}
-
-/// The status of a request that reached a layer whose server gives no request a key (such
-/// as a peer address on a Unix socket): `Internal`, `detail` naming the fix.
-pub(crate) fn setup_error(detail: &str) -> Status {
-    Status::internal(detail)
-}
-
 /// Whether `request` is a gRPC call: a `POST` whose content type is `application/grpc`,
 /// alone or with a subtype (`application/grpc+proto`) or parameters, in any case (a media
 /// type's name is case-insensitive).
-pub(crate) fn is_grpc(request: &http::request::Parts) -> bool {
+pub(crate) fn is_grpc(request: &Parts) -> bool {
     const GRPC: &[u8] = b"application/grpc";
     request.method == http::Method::POST
         && request
@@ -147,6 +119,7 @@ mod tests {
     use crate::decision::Decision;
     use crate::decisions::Decisions;
     use crate::error::StoreError;
+    use crate::headers::UNAVAILABLE_RETRY_AFTER;
     use crate::rate::Rate;
 
     fn denied(retry_after: Duration) -> RateLimitError {
@@ -265,7 +238,6 @@ mod tests {
         let invalid = Status::from(RateLimitError::InvalidConfig("redis://:secret@host".into()));
         assert_eq!(invalid.code(), Code::Internal);
         assert_eq!(invalid.message(), "the rate limit could not be checked");
-        assert_eq!(missing_key().code(), Code::InvalidArgument);
     }
 
     #[test]
