@@ -344,10 +344,11 @@ async fn a_malformed_entry_written_by_hand_is_skipped_and_the_rest_apply() {
     };
     by_hand("scope:hand-bad", "threshold=ten period=1h").await;
     by_hand("key:hand-good/alice", "block").await;
-    by_hand("scope:hand-good", "threshold=6 period=1h").await;
     // A cost the code writes above the threshold: rejected by the catalog.
     by_hand("scope:shared-costly", "threshold=1 period=1h").await;
     by_hand("nonsense", "block").await;
+    // Written last: once it is in force, the log was read past every entry above.
+    by_hand("scope:hand-good", "threshold=6 period=1h").await;
     until_in_force(&limiter, "hand-good", "x", Some(6)).await;
     assert_eq!(in_force(&limiter, "hand-good", "alice").await, Some(0));
     assert_eq!(in_force(&limiter, "hand-bad", "x").await, Some(CODE));
